@@ -1,0 +1,305 @@
+"""The one record type of csem, and its readers and writers (JSONL, CSV, Parquet).
+
+A record is a plain ``dict`` with these well-known keys (any other key is kept untouched):
+
+* ``id`` (str): unique key of the sample; derived from the row number when absent.
+* ``source`` (str): the input text (article, source sentence, dialogue context).
+* ``candidate`` (str): the generated text being evaluated (aliases on read:
+  ``hypothesis``, ``summary``, ``translation``, ``response``, ``output``).
+* ``reference`` (str | list[str] | None): one or several references.
+* ``doc_id``, ``system_id`` (str, optional): grouping keys for summary- and system-level
+  correlations.
+* score columns: ``human.<aspect>``, ``judge.<aspect>``, ``metric.<name>`` (float or None).
+
+Readers never drop columns they did not produce, and writers write back every column.
+Every malformed row raises :class:`RecordError` naming the file, the line (1-based, for CSV
+the physical row including the header) and the field.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+CANDIDATE_ALIASES = ("candidate", "hypothesis", "summary", "translation", "response", "output")
+REFERENCE_ALIASES = ("reference", "references", "ref", "refs")
+TEXT_FIELDS = ("source", "candidate")
+MAX_TEXT_CHARS = 1_000_000  # a text longer than this is almost always a broken file
+
+
+class RecordError(ValueError):
+    """A row of an input file is malformed. ``str(err)`` names file, line and field."""
+
+    def __init__(self, path: str | Path, line: int | None, field: str | None, message: str):
+        self.path, self.line, self.field = str(path), line, field
+        where = f"{self.path}" + (f", line {line}" if line is not None else "")
+        where += f", field '{field}'" if field else ""
+        super().__init__(f"{where}: {message}")
+
+
+def _format(path: Path, fmt: str | None) -> str:
+    if fmt:
+        return fmt.lower()
+    suffixes = [s.lower() for s in path.suffixes]
+    for s in reversed(suffixes):
+        if s in (".jsonl", ".ndjson", ".json"):
+            return "jsonl"
+        if s in (".csv", ".tsv"):
+            return s[1:]
+        if s in (".parquet", ".pq"):
+            return "parquet"
+    raise RecordError(path, None, None, f"unknown file format '{path.suffix}' (use .jsonl, .csv, .tsv or .parquet)")
+
+
+def _iter_raw(path: Path, fmt: str) -> Iterator[tuple[int, dict]]:
+    """Yield (line number, raw row dict)."""
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            table = pq.read_table(path)
+        except Exception as exc:  # pyarrow raises several types for a broken file
+            raise RecordError(path, None, None, f"cannot read Parquet file: {exc}") from exc
+        for i, row in enumerate(table.to_pylist(), start=1):
+            yield i, row
+        return
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise RecordError(path, line, None, f"not valid UTF-8 (byte {raw[exc.start]:#04x} at offset {exc.start}); "
+                          "re-encode the file as UTF-8") from exc
+    if fmt == "jsonl":
+        stripped = text.lstrip()
+        if stripped.startswith("["):  # a JSON array file is accepted too
+            try:
+                rows = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise RecordError(path, exc.lineno, None, f"malformed JSON: {exc.msg}") from exc
+            for i, row in enumerate(rows, start=1):
+                if not isinstance(row, dict):
+                    raise RecordError(path, i, None, f"item {i} of the JSON array is not an object")
+                yield i, row
+            return
+        for i, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise RecordError(path, i, None, f"malformed JSON: {exc.msg} (column {exc.colno})") from exc
+            if not isinstance(row, dict):
+                raise RecordError(path, i, None, "a JSONL line must be a JSON object")
+            yield i, row
+        return
+    delimiter = "\t" if fmt == "tsv" else ","
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
+    for row in reader:
+        if None in row:
+            raise RecordError(path, reader.line_num, None, "more values than header columns")
+        yield reader.line_num, {k: _csv_value(v) for k, v in row.items()}
+
+
+def _csv_value(v: Any) -> Any:
+    if v is None or v == "":
+        return None
+    if isinstance(v, str) and v[:1] in "[{":
+        try:
+            return json.loads(v)
+        except json.JSONDecodeError:
+            return v
+    return v
+
+
+def _is_score_key(key: str) -> bool:
+    return key.startswith(("human.", "judge.", "metric."))
+
+
+def _to_score(value: Any) -> float | None:
+    if value is None:
+        return None
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
+
+
+def normalize_record(
+    row: Mapping[str, Any],
+    *,
+    columns: Mapping[str, str] | None = None,
+    required: Sequence[str] = TEXT_FIELDS,
+    path: str | Path = "<records>",
+    line: int | None = None,
+) -> dict:
+    """Map a raw row onto the csem record schema.
+
+    Args:
+        row: the raw row.
+        columns: user column mapping ``{csem_field: user_column}``, e.g. ``{"source": "article"}``.
+        required: fields that must be present and non-empty.
+        path, line: used in error messages.
+
+    Returns:
+        A new dict: csem field names first, every other column kept as is.
+
+    Raises:
+        RecordError: a required field is missing or empty, a text is not a string or is longer
+            than ``MAX_TEXT_CHARS``, a mapped column is absent.
+    """
+    columns = dict(columns or {})
+    rec: dict[str, Any] = {}
+    used: set[str] = set()
+    for field, col in columns.items():
+        if col not in row:
+            raise RecordError(path, line, col, f"column '{col}' (mapped to '{field}') is missing; "
+                              f"columns present: {sorted(row)}")
+        rec[field] = row[col]
+        used.add(col)
+    if "candidate" not in rec:
+        for alias in CANDIDATE_ALIASES:
+            if alias in row and alias not in used:
+                rec["candidate"] = row[alias]
+                used.add(alias)
+                break
+    if "reference" not in rec:
+        for alias in REFERENCE_ALIASES:
+            if alias in row and alias not in used:
+                rec["reference"] = row[alias]
+                used.add(alias)
+                break
+    for k, v in row.items():
+        if k not in used and k not in rec:
+            rec[k] = v
+    for field in required:
+        value = rec.get(field)
+        if value is None:
+            raise RecordError(path, line, columns.get(field, field), f"required field '{field}' is missing"
+                              + (f" (map a column with --{field.replace('_', '-')}-col)" if field in TEXT_FIELDS else ""))
+        if field in TEXT_FIELDS and isinstance(value, str) and not value.strip():
+            raise RecordError(path, line, columns.get(field, field), f"'{field}' is empty")
+    for field in TEXT_FIELDS:
+        value = rec.get(field)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise RecordError(path, line, field, f"'{field}' must be a string, got {type(value).__name__}")
+        if len(value) > MAX_TEXT_CHARS:
+            raise RecordError(path, line, field, f"'{field}' has {len(value):,} characters "
+                              f"(limit {MAX_TEXT_CHARS:,}); is the file split into rows correctly?")
+    ref = rec.get("reference")
+    if isinstance(ref, list):
+        refs = [r for r in ref if isinstance(r, str) and r.strip()]
+        if len(refs) != len(ref):
+            raise RecordError(path, line, "reference", "every reference must be a non-empty string")
+    elif ref is not None and not isinstance(ref, str):
+        raise RecordError(path, line, "reference", f"'reference' must be a string or list of strings, got {type(ref).__name__}")
+    elif isinstance(ref, str) and not ref.strip():
+        rec["reference"] = None
+    for k in list(rec):
+        if _is_score_key(k):
+            rec[k] = _to_score(rec[k])
+    if rec.get("id") is None:
+        rec["id"] = str(line) if line is not None else None
+    else:
+        rec["id"] = str(rec["id"])
+    for k in ("doc_id", "system_id"):
+        if rec.get(k) is not None:
+            rec[k] = str(rec[k])
+    return rec
+
+
+def read_records(
+    path: str | Path,
+    *,
+    columns: Mapping[str, str] | None = None,
+    required: Sequence[str] = TEXT_FIELDS,
+    fmt: str | None = None,
+) -> list[dict]:
+    """Read a JSONL/CSV/TSV/Parquet file into csem records.
+
+    Args:
+        path: input file; the format comes from the suffix unless ``fmt`` is given.
+        columns: ``{csem_field: user_column}`` mapping (``--source-col`` etc. on the CLI).
+        required: fields every row must have (default: ``source`` and ``candidate``).
+
+    Returns:
+        One dict per row, in file order; ``id`` defaults to the 1-based line number.
+
+    Raises:
+        FileNotFoundError: no such file.
+        RecordError: unknown format, non-UTF-8 bytes, malformed JSON, missing/empty field,
+            duplicate ``id``; the message names the file, line and field.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    kind = _format(path, fmt)
+    out: list[dict] = []
+    seen: dict[str, int] = {}
+    for line, row in _iter_raw(path, kind):
+        rec = normalize_record(row, columns=columns, required=required, path=path, line=line)
+        if rec["id"] in seen:
+            raise RecordError(path, line, "id", f"duplicate id '{rec['id']}' (first at line {seen[rec['id']]})")
+        seen[rec["id"]] = line
+        out.append(rec)
+    return out
+
+
+def write_records(records: Iterable[Mapping[str, Any]], path: str | Path, *, fmt: str | None = None) -> Path:
+    """Write records to JSONL/CSV/TSV/Parquet (by suffix), keeping every column.
+
+    The file is written to a temporary sibling and renamed, so a crash never leaves half a file.
+    CSV cells holding lists or dicts are JSON-encoded (and decoded again by :func:`read_records`).
+    """
+    path = Path(path)
+    kind = _format(path, fmt)
+    rows = [dict(r) for r in records]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    if kind == "jsonl":
+        with tmp.open("w", encoding="utf-8") as f:
+            for r in rows:
+                f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    elif kind in ("csv", "tsv"):
+        keys: list[str] = []
+        for r in rows:
+            keys.extend(k for k in r if k not in keys)
+        with tmp.open("w", encoding="utf-8", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=keys, delimiter="\t" if kind == "tsv" else ",")
+            w.writeheader()
+            for r in rows:
+                w.writerow({k: json.dumps(v, ensure_ascii=False) if isinstance(v, (list, dict)) else v
+                            for k, v in r.items()})
+    else:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pylist(rows), tmp)
+    tmp.replace(path)
+    return path
+
+
+def references_of(record: Mapping[str, Any]) -> list[str]:
+    """The record's references as a list (empty when it has none)."""
+    ref = record.get("reference")
+    if ref is None:
+        return []
+    return [ref] if isinstance(ref, str) else list(ref)
+
+
+def parse_column_map(pairs: Iterable[str]) -> dict[str, str]:
+    """Parse CLI ``FIELD=COLUMN`` pairs into a column mapping (``source=article``)."""
+    out = {}
+    for p in pairs:
+        if "=" not in p:
+            raise ValueError(f"column mapping '{p}' must look like FIELD=COLUMN, e.g. source=article")
+        k, v = p.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
