@@ -1,0 +1,55 @@
+"""Reference-based baseline metrics, as adapters over the standard libraries.
+
+* :func:`rouge` (ROUGE-1/2/L, ``rouge-score``), :func:`bleu` and :func:`chrf` (``sacrebleu``),
+  :func:`bertscore` (``bert-score`` with an offline encoder, all-MiniLM-L6-v2 by default).
+* Every function takes csem records (``candidate`` + ``reference``: one string or a list) and
+  returns one float per record; several references are supported by each.
+* :func:`compute_baselines` adds ``metric.<name>`` columns for the names in :data:`BASELINES`.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping, Sequence
+
+from csem.baselines.bertscore import bertscore
+from csem.baselines.rouge import rouge, rouge_scores
+from csem.baselines.sacrebleu_metrics import bleu, chrf
+
+BASELINES: dict[str, Callable[[Sequence[Mapping]], list[float]]] = {
+    "rouge1": lambda recs: rouge(recs, "rouge1"),
+    "rouge2": lambda recs: rouge(recs, "rouge2"),
+    "rougeL": lambda recs: rouge(recs, "rougeL"),
+    "bleu": bleu,
+    "chrf": chrf,
+    "bertscore": bertscore,
+}
+
+
+def compute_baselines(records: Sequence[dict], names: Sequence[str]) -> list[str]:
+    """Compute the named baselines and store them in place as ``metric.<name>``.
+
+    Args:
+        records: csem records with ``candidate`` and ``reference``; modified in place.
+        names: keys of :data:`BASELINES` (``rouge1 rouge2 rougeL bleu chrf bertscore``).
+
+    Returns:
+        The column names written (``metric.rouge1`` ...).
+
+    Raises:
+        ValueError: an unknown name, or a record without a reference.
+    """
+    unknown = [n for n in names if n not in BASELINES]
+    if unknown:
+        raise ValueError(f"unknown baseline(s) {unknown}; choose from {list(BASELINES)}")
+    cols = []
+    rouge_names = [n for n in names if n in ("rouge1", "rouge2", "rougeL")]
+    cached = rouge_scores(records, rouge_names) if rouge_names else {}  # one tokenisation pass
+    for name in names:
+        values = cached[name] if name in cached else BASELINES[name](records)
+        for rec, v in zip(records, values):
+            rec[f"metric.{name}"] = v
+        cols.append(f"metric.{name}")
+    return cols
+
+
+__all__ = ["BASELINES", "bertscore", "bleu", "chrf", "compute_baselines", "rouge", "rouge_scores"]

@@ -1,0 +1,33 @@
+"""``csem annotate``: judge collected candidates (CSEM stage ii) and write the labelled file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+
+from csem.cli import app
+from csem.data.records import parse_column_map
+from csem.pipeline.annotate import annotate_file
+
+
+@app.command()
+def annotate(
+    data: Path = typer.Option(..., "--data", help="candidate file from `csem collect` (or any csem record file)"),
+    rubric: str = typer.Option(..., "--rubric", help="rubric id(s) or file(s), comma separated (see `csem judge --list-rubrics`)"),
+    out: Path = typer.Option(..., "--out", help="labelled file to write; `csem train` reads it"),
+    judge: str = typer.Option("local", "--judge", help="judge URI: local, llama-cpp:PATH, openai:MODEL"),
+    mode: str = typer.Option("probs", help="probs | sample | parse"),
+    n: int = typer.Option(20, help="samples per judgment in sample mode"),
+    temperature: float = typer.Option(1.0),
+    cache: Optional[Path] = typer.Option(None, help="SQLite judgment cache (default: beside --out)"),
+    col: Optional[List[str]] = typer.Option(None, "--col", help="column mapping FIELD=COLUMN"),
+) -> None:
+    """Annotate candidates with the LLM judge on one or several rubrics (single- or multi-aspect,
+    reference-free or reference-based); cached, resumable, with a cost summary."""
+    s = annotate_file(data, out, rubrics=[r for r in rubric.split(",") if r], judge=judge, mode=mode, n=n,
+                      temperature=temperature, cache=cache, columns=parse_column_map(col or []))
+    Console().print(f"wrote {out}: {s['total']} judgments ({s['judged']} new, {s['cached']} cached), "
+                    f"missing {s['missing'] or 0}, prompt tokens {s['prompt_tokens']}, {s['seconds']:.1f} s")

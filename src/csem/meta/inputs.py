@@ -1,0 +1,85 @@
+"""Inputs of a meta-evaluation: human-judgment data (a file or a dataset name) and prediction
+files joined onto it by ``id``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from csem.data.records import RecordError, read_records
+
+SCORE_PREFIXES = ("metric.", "judge.")
+
+
+def load_data(spec: str | Path, *, path: str | Path | None = None) -> list[dict]:
+    """Records with ``human.*`` columns from a file or a dataset name.
+
+    Args:
+        spec: a JSONL/CSV/TSV/Parquet file of csem records, or a dataset name of
+            :func:`csem.data.datasets.load_dataset` (``summeval``, ``topical_chat``, ``newsroom``,
+            ``realsumm``, ``qags``, ``wmt21-mqm``, ``wmt23-da``, ...).
+        path: local copy of the named dataset (default: under ``default_data_dir()``).
+
+    Raises:
+        ValueError: neither an existing file nor a known dataset name; the file has no
+            ``human.*`` column.
+        RecordError: a malformed file (file, line and field named).
+    """
+    from csem.data.datasets import dataset_names, load_dataset
+
+    p = Path(spec)
+    if p.is_file():
+        recs = read_records(p, required=())
+        if not any(k.startswith("human.") for r in recs for k in r):
+            raise ValueError(f"{p}: no 'human.<aspect>' column; meta-evaluation needs human scores")
+        return recs
+    names = {n.lower().replace("_", "-") for n in dataset_names()}
+    if str(spec).lower().replace("_", "-") in names:
+        return load_dataset(str(spec), path)
+    raise ValueError(f"--data '{spec}' is neither a file nor a dataset name; datasets: {dataset_names()}")
+
+
+def join_predictions(records: list[dict], pred_files: Sequence[str | Path]) -> list[str]:
+    """Join the ``metric.*``/``judge.*`` columns of prediction files onto ``records`` by ``id`` (in place).
+
+    A column already present (in the data or an earlier file) is renamed ``<column>@<file stem>``
+    so that nothing is overwritten. A prediction file may cover a subset of the records (the
+    others get None, counted as missing).
+
+    Returns:
+        The score columns added, in file order.
+
+    Raises:
+        RecordError: a prediction id does not occur in the data (the message lists up to 10),
+            or a file has no score column or no ``id`` column.
+    """
+    by_id = {str(r.get("id")): r for r in records}
+    added: list[str] = []
+    for f in pred_files:
+        f = Path(f)
+        preds = read_records(f, required=())
+        cols = list(dict.fromkeys(k for r in preds for k in r if k.startswith(SCORE_PREFIXES)))
+        if not cols:
+            raise RecordError(f, None, None, "no 'metric.<name>' or 'judge.<aspect>' column to evaluate")
+        if any("id" not in r or r.get("id") is None for r in preds):
+            raise RecordError(f, None, "id", "every prediction row needs the 'id' of its data record")
+        unknown = [str(r["id"]) for r in preds if str(r["id"]) not in by_id]
+        if unknown:
+            raise RecordError(f, None, "id", f"{len(unknown)} id(s) not in the data, e.g. {unknown[:10]}; "
+                              f"data ids look like {list(by_id)[:3]}")
+        taken = {k for r in records for k in r} | set(added)
+        rename = {c: (f"{c}@{f.stem}" if c in taken else c) for c in cols}
+        for r in records:
+            for c in cols:
+                r.setdefault(rename[c], None)
+        for p in preds:
+            target = by_id[str(p["id"])]
+            for c in cols:
+                target[rename[c]] = p.get(c)
+        added.extend(rename[c] for c in cols)
+    return added
+
+
+def score_columns(records: Sequence[dict], prefixes: tuple[str, ...] = SCORE_PREFIXES) -> list[str]:
+    """Columns starting with one of ``prefixes``, in first-seen order."""
+    return list(dict.fromkeys(k for r in records for k in r if k.startswith(prefixes)))

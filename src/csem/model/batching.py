@@ -1,0 +1,238 @@
+"""Batches that encode each distinct text once, for training and scoring alike.
+
+A :class:`Batch` holds the *distinct* texts (sources, candidates, references) of a list of records,
+tokenised, sorted by token length (then by text, so the order of the records never matters) and
+cut into length-bucketed chunks; every (candidate, source, reference) pair points into that pool
+by index. A source shared by twelve candidates is therefore embedded once, and short candidates
+are never padded to the length of a 512-token article.
+
+:class:`GroupedBatchSampler` builds training batches from whole source groups (all candidates of
+one source together, up to ``batch_size`` samples) so that the sharing pays off in training too.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping, Sequence
+
+import torch
+from torch import Tensor
+
+from csem.data.records import references_of
+from csem.model.features import NEEDS_REFERENCE, NEEDS_SOURCE
+
+
+@dataclass
+class Batch:
+    """Encoder inputs and index maps of ``B`` records scored as ``P`` (candidate, reference) pairs.
+
+    Attributes:
+        texts: the distinct texts, in pool order (length-sorted).
+        chunks: padded ``input_ids``/``attention_mask`` ``[n_i, T_i]`` per chunk, covering the pool.
+        bounds: ``(start, end)`` pool positions of each chunk.
+        cand_idx, src_idx, ref_idx: ``[P]`` pool index of each pair's candidate / source / reference
+            (``src_idx``/``ref_idx`` are None when the mode does not use them).
+        pair_counts: pairs per record (the number of references; 1 without references).
+        labels: ``[B, A]`` normalised labels (0 where missing); mask: ``[B, A]`` labelled entries.
+        raw_labels: ``[B, A]`` labels on their own scale (NaN where missing).
+        group: ``[B]`` source-group id (for the pairwise loss); ids: record ids.
+    """
+
+    texts: list[str]
+    chunks: list[dict[str, Tensor]]
+    bounds: list[tuple[int, int]]
+    cand_idx: Tensor
+    src_idx: Tensor | None
+    ref_idx: Tensor | None
+    pair_counts: list[int]
+    labels: Tensor
+    mask: Tensor
+    raw_labels: Tensor
+    group: Tensor
+    ids: list[str] = field(default_factory=list)
+
+    def to(self, device: torch.device | str) -> "Batch":
+        mv = lambda t: None if t is None else t.to(device)  # noqa: E731
+        return Batch(self.texts, [{k: v.to(device) for k, v in c.items()} for c in self.chunks], self.bounds,
+                     mv(self.cand_idx), mv(self.src_idx), mv(self.ref_idx), self.pair_counts, mv(self.labels),
+                     mv(self.mask), mv(self.raw_labels), mv(self.group), self.ids)
+
+    @property
+    def n_texts(self) -> int:
+        return len(self.texts)
+
+
+class BatchBuilder:
+    """Turn a list of records into a :class:`Batch` (a ``collate_fn`` for ``DataLoader``).
+
+    Args:
+        encoder: a :class:`csem.model.encoder.Encoder` (for ``tokenize``/``pad``).
+        mode: feature mode (decides which texts are needed).
+        max_length: tokens kept per text.
+        label_specs: the aspects (``column``, ``min``, ``max``); None when only scoring.
+        share: True (default) encodes each distinct text once; False re-encodes every record's
+            texts (the naive scorer, kept for benchmarks and tests).
+        chunk_size: most sequences per encoder call; max_chunk_tokens: most padded tokens per call.
+    """
+
+    def __init__(self, encoder: Any, mode: str, max_length: int, label_specs: Sequence[Any] | None = None,
+                 share: bool = True, chunk_size: int = 32, max_chunk_tokens: int = 16384):
+        self.encoder = encoder
+        self.mode = mode
+        self.max_length = max_length
+        self.label_specs = list(label_specs or [])
+        self.share = share
+        self.chunk_size = max(1, chunk_size)
+        self.max_chunk_tokens = max_chunk_tokens
+        self._tok_cache: dict[str, list[int]] = {}
+
+    def _tokens(self, texts: list[str]) -> list[list[int]]:
+        todo = [t for t in dict.fromkeys(texts) if t not in self._tok_cache]
+        if todo:
+            for t, ids in zip(todo, self.encoder.tokenize(todo, self.max_length)):
+                self._tok_cache[t] = ids
+        out = [self._tok_cache[t] for t in texts]
+        if len(self._tok_cache) > 200_000:  # bound memory on very large scoring jobs
+            self._tok_cache.clear()
+        return out
+
+    def __call__(self, records: Sequence[Mapping[str, Any]]) -> Batch:
+        need_src, need_ref = NEEDS_SOURCE[self.mode], NEEDS_REFERENCE[self.mode]
+        # pool entries: (text, key); with share=False the key makes every record's texts distinct
+        entries: list[tuple[str, int]] = []
+        slots: dict[tuple[str, int], int] = {}
+
+        def slot(text: str, owner: int) -> int:
+            key = (text, 0 if self.share else owner)
+            if key not in slots:
+                slots[key] = len(entries)
+                entries.append(key)
+            return slots[key]
+
+        cand, src, ref, counts, groups = [], [], [], [], []
+        group_of: dict[str, int] = {}
+        for i, r in enumerate(records):
+            refs = references_of(r) if need_ref else [None]
+            if need_ref and not refs:
+                raise ValueError(f"record '{r.get('id')}' has no reference, but mode '{self.mode}' needs one")
+            c = slot(r["candidate"], i)
+            s = slot(r["source"], i) if need_src else None
+            for ref_text in refs:
+                cand.append(c)
+                src.append(s)
+                ref.append(slot(ref_text, i) if need_ref else None)
+            counts.append(len(refs))
+            gkey = r.get("source") or (refs[0] if need_ref else "")
+            groups.append(group_of.setdefault(gkey, len(group_of)))
+        # sort the pool by token length (then text, then owner): record order never matters
+        toks = self._tokens([t for t, _ in entries])
+        order = sorted(range(len(entries)), key=lambda j: (len(toks[j]), entries[j]))
+        new_pos = [0] * len(entries)
+        for pos, j in enumerate(order):
+            new_pos[j] = pos
+        texts = [entries[j][0] for j in order]
+        sorted_toks = [toks[j] for j in order]
+        chunks, bounds = [], []
+        start = 0
+        while start < len(sorted_toks):
+            end = start
+            while end < len(sorted_toks) and end - start < self.chunk_size:
+                # sorted ascending: the candidate row is the longest so far
+                if (end - start + 1) * len(sorted_toks[end]) > self.max_chunk_tokens and end > start:
+                    break
+                end += 1
+            chunks.append(self.encoder.pad(sorted_toks[start:end]))
+            bounds.append((start, end))
+            start = end
+        remap = lambda xs: torch.tensor([new_pos[x] for x in xs], dtype=torch.long)  # noqa: E731
+        n, a = len(records), len(self.label_specs)
+        raw = torch.full((n, a), float("nan"))
+        for i, r in enumerate(records):
+            for k, spec in enumerate(self.label_specs):
+                v = r.get(spec.column)
+                if v is not None:
+                    raw[i, k] = float(v)
+        mask = ~torch.isnan(raw)
+        if a:
+            lo = torch.tensor([s.min for s in self.label_specs])
+            hi = torch.tensor([s.max for s in self.label_specs])
+            norm = torch.where(mask, (raw - lo) / (hi - lo), torch.zeros_like(raw))
+        else:
+            norm = torch.zeros((n, 0))
+        return Batch(
+            texts=texts, chunks=chunks, bounds=bounds, cand_idx=remap(cand),
+            src_idx=remap(src) if need_src else None, ref_idx=remap(ref) if need_ref else None,
+            pair_counts=counts, labels=norm, mask=mask, raw_labels=raw,
+            group=torch.tensor(groups, dtype=torch.long), ids=[str(r.get("id")) for r in records])
+
+
+def group_key(record: Mapping[str, Any], mode: str) -> str:
+    """The text whose encoding a record shares with others: its source (or first reference)."""
+    if NEEDS_SOURCE[mode]:
+        return record["source"]
+    refs = references_of(record)
+    return refs[0] if (NEEDS_REFERENCE[mode] and refs) else str(record.get("id"))
+
+
+class GroupedBatchSampler:
+    """Yield batches of record indices made of whole source groups (split only if a group > batch_size).
+
+    Groups are shuffled with ``seed`` and an internal epoch counter (deterministic: the k-th pass is
+    the same in every run). Under DDP every rank takes every ``world_size``-th batch (equal counts).
+
+    Args:
+        records: the training records. batch_size: target samples per batch.
+        mode: feature mode (decides the grouping text). shuffle: shuffle groups each pass.
+        seed: shuffling seed. shard: split batches over DDP ranks (False: every rank sees all).
+    """
+
+    def __init__(self, records: Sequence[Mapping[str, Any]], batch_size: int, mode: str, shuffle: bool = True,
+                 seed: int = 0, shard: bool = True):
+        self.batch_size, self.shuffle, self.seed, self.shard = batch_size, shuffle, seed, shard
+        by: dict[str, list[int]] = {}
+        for i, r in enumerate(records):
+            by.setdefault(group_key(r, mode), []).append(i)
+        self.groups = list(by.values())
+        self.epoch = 0
+
+    def _batches(self, epoch: int) -> list[list[int]]:
+        groups = [list(g) for g in self.groups]
+        if self.shuffle:
+            rng = random.Random(self.seed * 1_000_003 + epoch)
+            rng.shuffle(groups)
+            for g in groups:
+                rng.shuffle(g)
+        batches: list[list[int]] = []
+        cur: list[int] = []
+        for g in groups:
+            while len(g) > self.batch_size:  # an oversized group fills batches of its own
+                batches.append(g[: self.batch_size])
+                g = g[self.batch_size:]
+            if len(cur) + len(g) > self.batch_size and cur:
+                batches.append(cur)
+                cur = []
+            cur.extend(g)
+        if cur:
+            batches.append(cur)
+        return batches
+
+    def _rank(self) -> tuple[int, int]:
+        if self.shard and torch.distributed.is_available() and torch.distributed.is_initialized():
+            return torch.distributed.get_rank(), torch.distributed.get_world_size()
+        return 0, 1
+
+    def __iter__(self) -> Iterator[list[int]]:
+        batches = self._batches(self.epoch)
+        self.epoch += 1
+        rank, world = self._rank()
+        if world > 1:
+            n = len(batches) // world * world or world
+            batches = (batches * world)[:n]
+            batches = batches[rank::world]
+        return iter(batches)
+
+    def __len__(self) -> int:
+        rank, world = self._rank()
+        n = len(self._batches(0))
+        return max(1, n // world) if world > 1 else n

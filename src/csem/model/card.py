@@ -1,0 +1,144 @@
+"""Metric card of a trained evaluation model (``metric_card.json`` + ``metric_card.md``).
+
+After model cards (Mitchell et al. 2019) and bert_score's reproducibility hash: what the metric
+was distilled from (judge, rubric), on which data (sha256 of the training records and their size),
+how well it agreed with the dev labels and human scores, the csem version, and its intended use
+and limits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from csem.data.records import references_of
+from csem.model.config import ModelConfig, TrainConfig
+
+
+def data_hash(records: Sequence[Mapping[str, Any]], label_cols: Sequence[str]) -> str:
+    """sha256 (hex, 64 chars) of the training records' texts and labels, independent of record order.
+
+    Hashed per record: id, source, candidate, references and the label columns, as canonical JSON
+    lines sorted by their own text.
+    """
+    lines = sorted(json.dumps([str(r.get("id")), r.get("source"), r.get("candidate"), references_of(r),
+                               [r.get(c) for c in label_cols]], ensure_ascii=False, sort_keys=True)
+                   for r in records)
+    h = hashlib.sha256()
+    for line in lines:
+        h.update(line.encode("utf-8") + b"\n")
+    return h.hexdigest()
+
+
+def _clean(x: Any) -> Any:
+    if isinstance(x, float) and math.isnan(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    return x
+
+
+def build_card(
+    config: ModelConfig,
+    train_config: TrainConfig,
+    *,
+    train_records: Sequence[Mapping[str, Any]],
+    dev_records: Sequence[Mapping[str, Any]] | None,
+    validation: Mapping[str, Any] | None,
+    history: Sequence[Mapping[str, Any]] = (),
+    judge: str | None = None,
+    rubric: str | None = None,
+    notes: str | None = None,
+    label_range_declared: bool = True,
+) -> dict:
+    """The card as a JSON-ready dict (NaN correlations become null)."""
+    import csem
+
+    cols = [s.column for s in config.labels]
+    docs = {r.get("doc_id") for r in train_records if r.get("doc_id") is not None}
+    needs = {"ref-free": "source and candidate", "ref-based": "source, candidate and reference(s)",
+             "fluency": "candidate only", "fluency-ref": "candidate and reference(s)"}[config.mode]
+    limits = [
+        f"Scores imitate the labels in {', '.join(cols)}"
+        + (f" (judge: {judge})" if judge else "") + "; they inherit that judge's biases and errors.",
+        "Trained on the data hashed below; expect lower agreement on other domains, languages or text "
+        "lengths (texts are truncated to max_length tokens).",
+        "Scores are on the label scale but not clipped: values slightly outside it can occur.",
+    ]
+    if not label_range_declared:
+        limits.append("The label range was inferred from the training labels, not declared.")
+    return _clean({
+        "name": config.name,
+        "csem_version": csem.__version__,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "distilled_from": {"judge": judge, "rubric": rubric, "label_columns": cols},
+        "aspects": [s.model_dump() for s in config.labels],
+        "inputs": needs,
+        "model": config.model_dump(),
+        "training": {
+            "config": train_config.model_dump(),
+            "data_sha256": data_hash(train_records, cols),
+            "n_records": len(train_records),
+            "n_documents": len(docs) or None,
+            "n_dev_records": len(dev_records) if dev_records else 0,
+            "epochs_run": len(history) or None,
+        },
+        "validation": dict(validation) if validation else None,
+        "validation_history": list(history),
+        "intended_use": (f"Fast, reference-{'based' if config.mode in ('ref-based', 'fluency-ref') else 'free'} "
+                         f"scoring of generated text ({needs}) on the aspects "
+                         f"{', '.join(config.aspects)}, as a stand-in for the LLM judge it was distilled from: "
+                         "ranking N-best lists, rewards for MRT, and large evaluations."),
+        "limits": limits,
+        "notes": notes,
+    })
+
+
+def render_markdown(card: Mapping[str, Any]) -> str:
+    """Markdown rendering of :func:`build_card`'s dict."""
+    t = card["training"]
+    lines = [f"# Metric card: {card['name']}", "",
+             f"csem {card['csem_version']}, created {card['created']}.", "",
+             "## Distilled from", "",
+             f"- judge: {card['distilled_from']['judge'] or 'not recorded'}",
+             f"- rubric: {card['distilled_from']['rubric'] or 'not recorded'}",
+             f"- label columns: {', '.join(card['distilled_from']['label_columns'])}", "",
+             "## Model", "",
+             f"- encoder: `{card['model']['encoder']}`, pooling `{card['model']['pooling']}`, "
+             f"mode `{card['model']['mode']}` (inputs: {card['inputs']}), loss `{card['model']['loss']}`",
+             "- aspects: " + ", ".join(f"{a['aspect']} [{a['min']:g}, {a['max']:g}]" for a in card["aspects"]), "",
+             "## Training data", "",
+             f"- sha256: `{t['data_sha256']}`",
+             f"- {t['n_records']} records" + (f" over {t['n_documents']} documents" if t["n_documents"] else "")
+             + f"; {t['n_dev_records']} dev records; epochs run: {t['epochs_run']}", ""]
+    val = card.get("validation")
+    lines += ["## Validation (best epoch)", ""]
+    if val:
+        lines += [f"Level: {val['level']}, epoch {val.get('epoch')}.", "",
+                  "| aspect | vs | Kendall tau-b | Spearman | Pearson |", "| --- | --- | --- | --- | --- |"]
+        fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
+        for aspect, entry in val["aspects"].items():
+            for target in ("label", "human"):
+                if entry.get(target):
+                    e = entry[target]
+                    lines.append(f"| {aspect} | {target} | {fmt(e['kendall'])} | {fmt(e['spearman'])} | {fmt(e['pearson'])} |")
+    else:
+        lines.append("No dev set was given: no validation figures.")
+    lines += ["", "## Intended use", "", card["intended_use"], "", "## Limits", ""]
+    lines += [f"- {x}" for x in card["limits"]]
+    if card.get("notes"):
+        lines += ["", "## Notes", "", card["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+def write_card(folder: Path, card: Mapping[str, Any]) -> None:
+    """Write ``metric_card.json`` and ``metric_card.md`` into ``folder``."""
+    folder = Path(folder)
+    (folder / "metric_card.json").write_text(json.dumps(card, indent=2, ensure_ascii=False), encoding="utf-8")
+    (folder / "metric_card.md").write_text(render_markdown(card), encoding="utf-8")

@@ -1,0 +1,150 @@
+"""Typed configuration of the learned evaluation model (``ModelConfig``) and its training (``TrainConfig``).
+
+Defaults follow the CSEM paper (Wang et al., Sec. V-A: lr 1e-5, batch 32, up to 10 epochs, MSE on
+min-max-normalised ratings, Eq. 11) and COMET's proven options (Rei et al. 2020; Unbabel/COMET
+``configs/models/*``: separate encoder/head learning rates 1e-5 / 3e-5, frozen-encoder warm-up 0.3
+epochs, layer-wise learning-rate decay 0.95, feed-forward head ``[3072, 1024]`` with Tanh, dropout 0.1).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+MODES = ("ref-free", "ref-based", "fluency", "fluency-ref")
+Mode = Literal["ref-free", "ref-based", "fluency", "fluency-ref"]
+Pooling = Literal["cls", "mean", "layerwise-mix"]
+Loss = Literal["mse", "ce", "pairwise"]
+
+
+class LabelSpec(BaseModel):
+    """One rated aspect: the label column it was trained on and the rating scale.
+
+    Attributes:
+        aspect: short name used in output columns (``metric.<name>.<aspect>``), e.g. ``coherence``.
+        column: the training label column, e.g. ``judge.coherence``.
+        min, max: the rating scale (e.g. 1 and 5); scores are returned on this scale.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    aspect: str
+    column: str
+    min: float
+    max: float
+
+    @model_validator(mode="after")
+    def _range(self) -> "LabelSpec":
+        if not (math.isfinite(self.min) and math.isfinite(self.max)) or self.max <= self.min:
+            raise ValueError(f"label range of '{self.column}' must satisfy min < max, got [{self.min}, {self.max}]")
+        return self
+
+
+class ModelConfig(BaseModel):
+    """Architecture of an evaluation model (saved as ``config.json`` in the model folder).
+
+    Attributes:
+        name: metric name; scores are written to ``metric.<name>.<aspect>``.
+        encoder: transformers AutoModel folder or hub id, or ``minilm`` / ``mpnet`` (packaged, offline).
+        pooling: ``cls`` (the paper's [CLS] vector), ``mean`` (masked mean of the last layer) or
+            ``layerwise-mix`` (COMET's softmax-weighted mix of all layers, then masked mean).
+        mode: ``ref-free`` (Eq. 10), ``ref-based`` (Eq. 9), ``fluency`` (candidate only) or
+            ``fluency-ref`` (candidate and reference, no source); see :mod:`csem.model.features`.
+        ref_aggregation: with several references, score against each and take the ``max`` or
+            ``mean`` of the per-reference scores (for ``ce``: the distribution with the highest
+            expected value, or the mean distribution).
+        max_length: tokens kept per text (longer texts are truncated), 8..encoder limit.
+        hidden_sizes, activation, dropout: the feed-forward head (one head per aspect).
+        loss: ``mse`` (Eq. 11, default), ``ce`` (cross-entropy over star classes, score = expected
+            value, Sec. VI-G) or ``pairwise`` (ranking loss over same-source pairs, Eq. 3).
+        labels: the aspects and their scales.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = "csem"
+    encoder: str = "minilm"
+    encoder_kind: str = "hf"
+    pooling: Pooling = "mean"
+    mode: Mode = "ref-free"
+    ref_aggregation: Literal["max", "mean"] = "max"
+    max_length: int = Field(512, ge=8, le=8192)
+    hidden_sizes: list[int] = Field(default_factory=lambda: [3072, 1024])
+    activation: Literal["tanh", "relu", "gelu", "sigmoid"] = "tanh"
+    dropout: float = Field(0.1, ge=0.0, lt=1.0)
+    loss: Loss = "mse"
+    labels: list[LabelSpec] = Field(default_factory=list)
+
+    @field_validator("hidden_sizes")
+    @classmethod
+    def _sizes(cls, v: list[int]) -> list[int]:
+        if any(h <= 0 for h in v):
+            raise ValueError(f"hidden sizes must be positive, got {v}")
+        return v
+
+    @property
+    def aspects(self) -> list[str]:
+        return [s.aspect for s in self.labels]
+
+    @property
+    def n_classes(self) -> int:
+        """Star classes for the ``ce`` loss (integer steps over the scale; 1 otherwise)."""
+        if self.loss != "ce":
+            return 1
+        spans = {round(s.max - s.min) for s in self.labels}
+        if len(spans) != 1:
+            raise ValueError("the 'ce' loss needs every aspect on the same integer scale")
+        return spans.pop() + 1
+
+    @model_validator(mode="after")
+    def _ce_scale(self) -> "ModelConfig":
+        if self.loss == "ce":
+            for s in self.labels:
+                if abs((s.max - s.min) - round(s.max - s.min)) > 1e-9:
+                    raise ValueError(f"the 'ce' loss needs an integer star scale; '{s.column}' spans [{s.min}, {s.max}]")
+        return self
+
+
+class TrainConfig(BaseModel):
+    """Optimisation settings (not needed to load or score).
+
+    Attributes:
+        lr: encoder learning rate (paper: 1e-5); head_lr: head learning rate (COMET: 3e-5).
+        batch_size: samples per step (paper: 32); batches are built from whole source groups so
+            that each distinct source/reference in a batch is encoded once.
+        max_epochs: upper bound (paper: 10); patience: epochs without dev improvement before
+            early stopping (needs a dev set).
+        frozen_epochs: encoder frozen for this many (fractional) epochs first (COMET: 0.3);
+            frozen-phase embeddings are cached, so extra frozen epochs cost almost nothing.
+        layerwise_decay: encoder layer ``l`` of ``L`` gets ``lr * decay**(L - l)`` (COMET 0.95).
+        weight_decay: AdamW weight decay. gradient_clip: max gradient norm (0 = off).
+        seed: seeds Python, NumPy and torch; training is deterministic on CPU.
+        precision: ``auto`` (bf16-mixed on a GPU that supports it, 16-mixed on other GPUs, 32 on
+            CPU) or any Lightning precision string. accelerator/devices/num_nodes/strategy: passed
+            to ``lightning.Trainer`` (multi-GPU/multi-node through Lightning's DDP).
+        num_threads: torch CPU threads (None: leave torch's default).
+        monitor: dev statistic used for checkpoint selection and early stopping, mean over aspects
+            of ``kendall`` | ``spearman`` | ``pearson`` against the labels.
+        min_rows: fewer labelled training rows than this is an error.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    lr: float = Field(1e-5, gt=0)
+    head_lr: float = Field(3e-5, gt=0)
+    batch_size: int = Field(32, ge=1)
+    max_epochs: int = Field(10, ge=1)
+    patience: int = Field(3, ge=1)
+    frozen_epochs: float = Field(0.3, ge=0)
+    layerwise_decay: float = Field(0.95, gt=0, le=1)
+    weight_decay: float = Field(0.0, ge=0)
+    gradient_clip: float = Field(1.0, ge=0)
+    seed: int = 12
+    precision: str = "auto"
+    accelerator: str = "auto"
+    devices: int | str = "auto"
+    num_nodes: int = Field(1, ge=1)
+    strategy: str = "auto"
+    num_threads: int | None = Field(None, ge=1)
+    monitor: Literal["kendall", "spearman", "pearson"] = "kendall"
+    min_rows: int = Field(8, ge=2)
+    progress: bool = False

@@ -1,0 +1,185 @@
+"""Text encoders: an abstract :class:`Encoder`, the transformers implementation :class:`HFEncoder`,
+and a registry (the shape of COMET's ``comet/encoders/base.py``).
+
+An encoder maps a padded batch of token ids ``[N, T]`` to pooled sentence embeddings ``[N, d]``:
+
+* ``cls``: the first token's last-layer vector (the CSEM paper's choice);
+* ``mean``: masked mean of the last layer (how sentence-transformers trained all-MiniLM-L6-v2 and
+  all-mpnet-base-v2);
+* ``layerwise-mix``: COMET's layer-wise attention (Rei et al. 2020, after Peters et al. 2018's
+  scalar mix): ``gamma * sum_l softmax(w)_l * H_l`` over the embedding output and every layer,
+  then masked mean.
+"""
+
+from __future__ import annotations
+
+import abc
+import re
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch import Tensor, nn
+
+ENCODERS: dict[str, type["Encoder"]] = {}
+
+
+def register_encoder(kind: str) -> Callable[[type["Encoder"]], type["Encoder"]]:
+    """Class decorator: make an encoder available to :func:`build_encoder` under ``kind``."""
+
+    def deco(cls: type[Encoder]) -> type[Encoder]:
+        ENCODERS[kind] = cls
+        return cls
+
+    return deco
+
+
+class Encoder(nn.Module, abc.ABC):
+    """Abstract encoder: tokenise texts and embed padded batches into ``[N, d]`` vectors."""
+
+    @property
+    @abc.abstractmethod
+    def dim(self) -> int:
+        """Embedding width ``d``."""
+
+    @property
+    @abc.abstractmethod
+    def max_positions(self) -> int:
+        """Longest input (tokens) the encoder accepts."""
+
+    @abc.abstractmethod
+    def tokenize(self, texts: list[str], max_length: int) -> list[list[int]]:
+        """Token ids (with special tokens, truncated to ``max_length``) of each text."""
+
+    @abc.abstractmethod
+    def pad(self, ids: list[list[int]]) -> dict[str, Tensor]:
+        """Pad token-id lists into ``input_ids`` / ``attention_mask`` tensors ``[N, T]``."""
+
+    @abc.abstractmethod
+    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+        """Pooled embeddings ``[N, d]``."""
+
+    @abc.abstractmethod
+    def layer_groups(self) -> list[list[nn.Parameter]]:
+        """Encoder parameters from the bottom (embeddings) to the top layer, for layer-wise lr decay."""
+
+    @abc.abstractmethod
+    def save_files(self, folder: Path) -> None:
+        """Write the encoder's configuration and tokenizer (no weights) into ``folder``."""
+
+
+class LayerwiseMix(nn.Module):
+    """Softmax-weighted sum of ``n_layers`` hidden states times a scalar ``gamma`` (COMET's LayerwiseAttention)."""
+
+    def __init__(self, n_layers: int):
+        super().__init__()
+        self.weights = nn.Parameter(torch.zeros(n_layers))
+        self.gamma = nn.Parameter(torch.ones(1))
+
+    def forward(self, hidden_states: tuple[Tensor, ...]) -> Tensor:
+        w = torch.softmax(self.weights, dim=0)
+        stacked = torch.stack(hidden_states, dim=0)  # [L, N, T, d]
+        return self.gamma * (w.view(-1, 1, 1, 1).to(stacked.dtype) * stacked).sum(0)
+
+
+def masked_mean(hidden: Tensor, mask: Tensor) -> Tensor:
+    """Mean over positions where ``mask`` is 1. Shapes: ``[N, T, d], [N, T] -> [N, d]``."""
+    m = mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
+
+
+@register_encoder("hf")
+class HFEncoder(Encoder):
+    """Any transformers ``AutoModel`` with its ``AutoTokenizer``.
+
+    Args:
+        name_or_path: a local folder or hub id; ``minilm`` / ``mpnet`` resolve to the packaged,
+            offline copies through :func:`csem.assets.resolve_encoder`.
+        pooling: ``cls`` | ``mean`` | ``layerwise-mix``.
+        load_weights: False builds the architecture from its config only (weights come from a
+            saved model's safetensors file).
+
+    Raises:
+        ValueError: unknown pooling. OSError: the folder/hub id cannot be loaded.
+    """
+
+    def __init__(self, name_or_path: str, pooling: str = "mean", load_weights: bool = True):
+        super().__init__()
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+        from csem.assets import resolve_encoder
+
+        if pooling not in ("cls", "mean", "layerwise-mix"):
+            raise ValueError(f"unknown pooling '{pooling}'; choose cls, mean or layerwise-mix")
+        path = resolve_encoder(name_or_path)
+        self.pooling = pooling
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        cfg = AutoConfig.from_pretrained(path)
+        # the pooler of BERT-likes is unused here: leave it out where the architecture allows
+        kw = {"add_pooling_layer": False} if cfg.model_type in _WITH_POOLER else {}
+        self.model = AutoModel.from_pretrained(path, **kw) if load_weights else AutoModel.from_config(cfg, **kw)
+        n_layers = int(self.model.config.num_hidden_layers) + 1
+        self.mix = LayerwiseMix(n_layers) if pooling == "layerwise-mix" else None
+
+    @property
+    def dim(self) -> int:
+        return int(self.model.config.hidden_size)
+
+    @property
+    def max_positions(self) -> int:
+        limit = getattr(self.model.config, "max_position_embeddings", 512)
+        # RoBERTa/MPNet reserve padding_idx + 1 positions
+        offset = 2 if getattr(self.model.config, "model_type", "") in ("roberta", "mpnet", "xlm-roberta") else 0
+        return int(limit) - offset
+
+    def tokenize(self, texts: list[str], max_length: int) -> list[list[int]]:
+        enc = self.tokenizer(texts, truncation=True, max_length=min(max_length, self.max_positions),
+                             add_special_tokens=True)
+        return enc["input_ids"]
+
+    def pad(self, ids: list[list[int]]) -> dict[str, Tensor]:
+        out = self.tokenizer.pad({"input_ids": ids}, padding=True, return_tensors="pt")
+        return {"input_ids": out["input_ids"], "attention_mask": out["attention_mask"]}
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask,
+                         output_hidden_states=self.mix is not None)
+        if self.pooling == "cls":
+            return out.last_hidden_state[:, 0]
+        hidden = self.mix(out.hidden_states) if self.mix is not None else out.last_hidden_state
+        return masked_mean(hidden, attention_mask)
+
+    def layer_groups(self) -> list[list[nn.Parameter]]:
+        n = int(self.model.config.num_hidden_layers)
+        groups: list[list[nn.Parameter]] = [[] for _ in range(n + 2)]  # embeddings, layers 0..n-1, top
+        pat = re.compile(r"(?:^|\.)layers?\.(\d+)\.")
+        for name, p in self.model.named_parameters():
+            m = pat.search(name)
+            if m:
+                groups[int(m.group(1)) + 1].append(p)
+            elif "embed" in name:
+                groups[0].append(p)
+            else:
+                groups[-1].append(p)
+        if self.mix is not None:
+            groups[-1].extend(self.mix.parameters())
+        return [g for g in groups if g]
+
+    def save_files(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.model.config.save_pretrained(folder)
+        self.tokenizer.save_pretrained(folder)
+
+
+_WITH_POOLER = ("bert", "roberta", "xlm-roberta", "mpnet")
+
+
+def build_encoder(kind: str, name_or_path: str, pooling: str, load_weights: bool = True) -> Encoder:
+    """Instantiate a registered encoder.
+
+    Raises:
+        ValueError: ``kind`` is not registered.
+    """
+    if kind not in ENCODERS:
+        raise ValueError(f"unknown encoder kind '{kind}'; registered: {sorted(ENCODERS)}")
+    return ENCODERS[kind](name_or_path, pooling=pooling, load_weights=load_weights)

@@ -1,0 +1,133 @@
+"""A trained evaluation model as a folder: save, load (no network, no pickle) and score.
+
+Folder layout::
+
+    model.safetensors   encoder + layer mix + heads weights (safetensors, no pickle)
+    config.json         csem ModelConfig: mode, features, pooling, aspects with their scales,
+                        head sizes, loss, and the encoder reference it was trained from
+    encoder/            the encoder's transformers config and tokenizer files (no weights)
+    metric_card.json    provenance and validation figures (see csem.model.card)
+    metric_card.md      the same, for people
+
+Functional API: :func:`score` (records in, one :class:`ScoreResult` per record out);
+object API: :class:`EvaluationModel`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import torch
+
+from csem.model.card import write_card
+from csem.model.config import ModelConfig
+from csem.model.inference import ScoreResult, predict
+
+WEIGHTS = "model.safetensors"
+CONFIG = "config.json"
+ENCODER_DIR = "encoder"
+
+
+class ModelFolderError(ValueError):
+    """A model folder is missing a file or holds an unreadable one; the message names it."""
+
+
+class EvaluationModel:
+    """A learned evaluation metric (encoder + heads) with its config and metric card.
+
+    Attributes:
+        module: the :class:`csem.model.module.EvaluationModule` (a torch module).
+        config: its :class:`ModelConfig`; card: the metric card dict (empty if none).
+    """
+
+    def __init__(self, module: Any, card: Mapping[str, Any] | None = None):
+        self.module = module
+        self.config: ModelConfig = module.config
+        self.card = dict(card or {})
+
+    @property
+    def aspects(self) -> list[str]:
+        return self.config.aspects
+
+    @classmethod
+    def load(cls, folder: str | Path, device: str | torch.device = "cpu") -> "EvaluationModel":
+        """Load a saved model folder offline.
+
+        Raises:
+            ModelFolderError: the folder, ``config.json``, ``encoder/`` or ``model.safetensors`` is
+                missing or unreadable.
+        """
+        from safetensors.torch import load_file
+
+        from csem.model.module import EvaluationModule
+
+        folder = Path(folder)
+        for name in (CONFIG, WEIGHTS, ENCODER_DIR):
+            if not (folder / name).exists():
+                raise ModelFolderError(f"{folder}: no '{name}' (is this a csem model folder written by `csem train`?)")
+        try:
+            config = ModelConfig.model_validate_json((folder / CONFIG).read_text(encoding="utf-8"))
+        except Exception as exc:
+            raise ModelFolderError(f"{folder / CONFIG}: not a valid csem model config: {exc}") from exc
+        module = EvaluationModule(config, encoder_path=str(folder / ENCODER_DIR), load_encoder_weights=False)
+        try:
+            state = load_file(str(folder / WEIGHTS), device="cpu")
+        except Exception as exc:
+            raise ModelFolderError(f"{folder / WEIGHTS}: cannot read the safetensors file: {exc}") from exc
+        missing, unexpected = module.load_state_dict(state, strict=False)
+        if missing or unexpected:
+            raise ModelFolderError(f"{folder / WEIGHTS}: weights do not fit the config "
+                                   f"(missing {missing[:5]}, unexpected {unexpected[:5]})")
+        module.to(device).eval()
+        card_path = folder / "metric_card.json"
+        card = json.loads(card_path.read_text(encoding="utf-8")) if card_path.exists() else {}
+        return cls(module, card)
+
+    def save(self, folder: str | Path) -> Path:
+        """Write the model folder (see the module docstring); returns it."""
+        from safetensors.torch import save_file
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        state = {k: v.detach().cpu().contiguous() for k, v in self.module.state_dict().items()}
+        save_file(state, str(folder / WEIGHTS), metadata={"format": "pt", "csem_config": CONFIG})
+        (folder / CONFIG).write_text(self.config.model_dump_json(indent=2), encoding="utf-8")
+        self.module.encoder.save_files(folder / ENCODER_DIR)
+        if self.card:
+            write_card(folder, self.card)
+        return folder
+
+    def score(self, records: Sequence[Mapping[str, Any]], batch_size: int = 64, mc_dropout: int = 0,
+              precision: str = "auto", share_encodings: bool = True) -> list[ScoreResult]:
+        """Score records: one :class:`ScoreResult` (id, aspect -> score on the label scale) per record.
+
+        See :func:`csem.model.inference.predict` for the arguments and errors.
+        """
+        return predict(self.module, records, batch_size=batch_size, mc_dropout=mc_dropout,
+                       precision=precision, share_encodings=share_encodings)
+
+    def score_records(self, records: Sequence[Mapping[str, Any]], name: str | None = None,
+                      **kwargs: Any) -> list[dict]:
+        """Copies of ``records`` with ``metric.<name>.<aspect>`` columns (and ``...<aspect>.std``
+        with MC dropout); ``name`` defaults to the model's ``config.name``. Other columns are kept."""
+        name = name or self.config.name
+        out = []
+        for rec, res in zip(records, self.score(records, **kwargs)):
+            row = dict(rec)
+            for a, v in res.scores.items():
+                row[f"metric.{name}.{a}"] = v
+                if res.std is not None:
+                    row[f"metric.{name}.{a}.std"] = res.std[a]
+            out.append(row)
+        return out
+
+
+def score(records: Sequence[Mapping[str, Any]], model: str | Path | EvaluationModel, **kwargs: Any) -> list[ScoreResult]:
+    """Functional API: score ``records`` with a model folder (or a loaded :class:`EvaluationModel`).
+
+    Keyword arguments go to :meth:`EvaluationModel.score`.
+    """
+    m = model if isinstance(model, EvaluationModel) else EvaluationModel.load(model)
+    return m.score(records, **kwargs)

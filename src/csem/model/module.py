@@ -1,0 +1,190 @@
+"""The one LightningModule of csem's learned metric: encoder + feature combination + one head per aspect.
+
+Forward pass (CSEM paper Sec. IV-B, COMET estimator): embed each distinct text of the batch once
+(:class:`csem.model.batching.Batch`), gather ``h_y``/``h_x``/``h_ref`` by index, combine them
+(Eq. 9 / Eq. 10, :mod:`csem.model.features`), run every aspect's feed-forward head, and aggregate
+the per-reference predictions of a record (``max`` or ``mean``). Training (loss, optimiser with
+separate encoder/head learning rates and layer-wise decay, frozen warm-up) and dev validation
+(Kendall/Spearman/Pearson vs labels and vs ``human.*``) live here too, so Lightning's Trainer
+supplies the loop, devices, precision and distribution.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import lightning as L
+import torch
+from torch import Tensor, nn
+
+from csem.model.batching import Batch
+from csem.model.config import ModelConfig, TrainConfig
+from csem.model.encoder import build_encoder
+from csem.model.features import combine, feature_size
+from csem.model.heads import FeedForward
+from csem.model.losses import expected_value, mse_loss, pairwise_ranking_loss, star_ce_loss
+
+
+class EvaluationModule(L.LightningModule):
+    """Encoder, heads, losses and the training/validation steps.
+
+    Args:
+        config: the architecture (:class:`ModelConfig`, with its ``labels``).
+        train_config: optimisation settings (only needed to train).
+        encoder_path: where to load the encoder from (default ``config.encoder``; a saved model
+            passes its own ``encoder/`` folder).
+        load_encoder_weights: False builds the encoder from its config (weights loaded afterwards).
+    """
+
+    def __init__(self, config: ModelConfig, train_config: TrainConfig | None = None,
+                 encoder_path: str | None = None, load_encoder_weights: bool = True):
+        super().__init__()
+        if not config.labels:
+            raise ValueError("ModelConfig.labels is empty: at least one aspect is needed")
+        self.config = config
+        self.train_config = train_config or TrainConfig()
+        self.encoder = build_encoder(config.encoder_kind, encoder_path or config.encoder, config.pooling,
+                                     load_weights=load_encoder_weights)
+        fdim = feature_size(config.mode, self.encoder.dim)
+        k = config.n_classes
+        self.heads = nn.ModuleDict({
+            spec.aspect: FeedForward(fdim, config.hidden_sizes, k, config.activation, config.dropout)
+            for spec in config.labels})
+        self._frozen = False
+        self._cache: dict[str, Tensor] = {}
+        self.frozen_steps = 0
+        self.dev_records: Sequence[Mapping[str, Any]] | None = None
+        self.history: list[dict] = []
+        self._val_scores: dict[str, list[float]] = {}
+
+    # ---- encoding ---------------------------------------------------------------------------
+    def freeze_encoder(self) -> None:
+        """Freeze the encoder (no gradients, dropout off); embeddings are cached while frozen."""
+        self._frozen = True
+        self.encoder.requires_grad_(False)
+        self.encoder.eval()
+
+    def unfreeze_encoder(self) -> None:
+        self._frozen = False
+        self._cache.clear()
+        self.encoder.requires_grad_(True)
+        self.encoder.train(self.training)
+
+    def embed(self, batch: Batch) -> Tensor:
+        """Pooled embeddings ``[n_texts, d]`` of the batch's distinct texts, in pool order."""
+        outs = []
+        for (lo, hi), chunk in zip(batch.bounds, batch.chunks):
+            texts = batch.texts[lo:hi]
+            if self._frozen and all(t in self._cache for t in texts):
+                outs.append(torch.stack([self._cache[t] for t in texts]))
+                continue
+            if self._frozen:
+                with torch.no_grad():
+                    e = self.encoder(chunk["input_ids"], chunk["attention_mask"]).float()
+                for t, v in zip(texts, e):
+                    self._cache[t] = v
+            else:
+                e = self.encoder(chunk["input_ids"], chunk["attention_mask"]).float()
+            outs.append(e)
+        return torch.cat(outs, dim=0)
+
+    def head_outputs(self, emb: Tensor, batch: Batch) -> Tensor:
+        """Head outputs per pair ``[P, A, K]`` from pool embeddings ``[n_texts, d]``."""
+        h_y = emb[batch.cand_idx]
+        h_x = emb[batch.src_idx] if batch.src_idx is not None else None
+        h_r = emb[batch.ref_idx] if batch.ref_idx is not None else None
+        feats = combine(self.config.mode, h_y, h_x, h_r)
+        return torch.stack([head(feats) for head in self.heads.values()], dim=1)
+
+    def aggregate(self, out: Tensor, counts: list[int]) -> tuple[Tensor, Tensor | None]:
+        """Per-record normalised scores ``[B, A]`` (and log-probabilities ``[B, A, K]`` for ``ce``).
+
+        Several references: ``max`` takes the best per-reference prediction, ``mean`` averages them
+        (for ``ce``: the distribution with the highest expected value, or the mean distribution).
+        """
+        ce = self.config.loss == "ce"
+        logp = torch.log_softmax(out, dim=-1) if ce else None
+        pair_score = expected_value(logp.exp()) if ce else out[..., 0]
+        if all(c == 1 for c in counts):
+            return pair_score, logp
+        scores, logps = [], []
+        for i, (s, lp) in enumerate(zip(torch.split(pair_score, counts),
+                                        torch.split(logp, counts) if ce else [None] * len(counts))):
+            if self.config.ref_aggregation == "max":
+                best = s.argmax(dim=0)  # [A]
+                scores.append(s.gather(0, best.unsqueeze(0))[0])
+                if ce:
+                    logps.append(lp[best, torch.arange(lp.shape[1])])
+            else:
+                if ce:
+                    lpm = torch.logsumexp(lp, dim=0) - math.log(lp.shape[0])
+                    logps.append(lpm)
+                    scores.append(expected_value(lpm.exp()))
+                else:
+                    scores.append(s.mean(0))
+        return torch.stack(scores), (torch.stack(logps) if ce else None)
+
+    def forward(self, batch: Batch) -> tuple[Tensor, Tensor | None]:
+        """Normalised scores ``[B, A]`` in (about) [0, 1], and ``ce`` log-probabilities or None."""
+        return self.aggregate(self.head_outputs(self.embed(batch), batch), batch.pair_counts)
+
+    def denormalise(self, norm: Tensor) -> Tensor:
+        """Map normalised scores ``[..., A]`` back to each aspect's scale: ``min + s * (max - min)``."""
+        lo = torch.tensor([s.min for s in self.config.labels], dtype=norm.dtype, device=norm.device)
+        hi = torch.tensor([s.max for s in self.config.labels], dtype=norm.dtype, device=norm.device)
+        return lo + norm * (hi - lo)
+
+    # ---- training ---------------------------------------------------------------------------
+    def loss(self, batch: Batch) -> Tensor:
+        score, logp = self(batch)
+        if self.config.loss == "ce":
+            return star_ce_loss(logp, batch.labels, batch.mask)
+        if self.config.loss == "pairwise":
+            return pairwise_ranking_loss(score, batch.labels, batch.mask, batch.group)
+        return mse_loss(score, batch.labels, batch.mask)
+
+    def on_train_batch_start(self, batch: Batch, batch_idx: int) -> None:
+        if self.global_step < self.frozen_steps:
+            if not self._frozen:
+                self.freeze_encoder()
+            self.encoder.eval()  # Lightning switches the whole module to train mode every epoch
+        elif self._frozen:
+            self.unfreeze_encoder()
+
+    def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
+        loss = self.loss(batch)
+        self.log("train_loss", loss, batch_size=len(batch.ids), prog_bar=True)
+        return loss
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        tc = self.train_config
+        groups = self.encoder.layer_groups()
+        n = len(groups)
+        params = [{"params": g, "lr": tc.lr * tc.layerwise_decay ** (n - 1 - i)} for i, g in enumerate(groups)]
+        params.append({"params": list(self.heads.parameters()), "lr": tc.head_lr})
+        return torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay)
+
+    # ---- validation -------------------------------------------------------------------------
+    def on_validation_epoch_start(self) -> None:
+        self._val_scores = {}
+
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+        score, _ = self(batch)
+        raw = self.denormalise(score.float()).cpu()
+        for i, rid in enumerate(batch.ids):
+            self._val_scores[rid] = raw[i].tolist()
+
+    def on_validation_epoch_end(self) -> None:
+        if not self.dev_records or self.trainer.sanity_checking:
+            return
+        from csem.model.validation import dev_correlations
+
+        report = dev_correlations(self._val_scores, self.dev_records, self.config.labels)
+        monitor = report["mean"][self.train_config.monitor]
+        report["epoch"] = int(self.current_epoch)
+        report["global_step"] = int(self.global_step)
+        self.history.append(report)
+        self.log("val_monitor", -1.0 if math.isnan(monitor) else monitor, prog_bar=True)
+        for key, value in report["mean"].items():
+            self.log(f"val_{key}", -1.0 if value is None or math.isnan(value) else value)

@@ -1,0 +1,151 @@
+"""Train a learned evaluation model on judge (or human) ratings with Lightning's Trainer.
+
+:func:`train` checks the data first (:mod:`csem.model.validation`: clear errors before any
+training), seeds everything, builds source-grouped batches (:mod:`csem.model.batching`), and runs
+``lightning.Trainer`` (CPU, one or several GPUs, several nodes; bf16/fp16 mixed precision where the
+device supports it). After each epoch it validates on the dev set (Kendall/Spearman/Pearson with
+the labels and with ``human.*`` scores), keeps the best weights in memory, stops early after
+``patience`` epochs without improvement, restores the best weights, and saves the model folder
+with its metric card.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import os
+import warnings
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import Callback, EarlyStopping
+
+from csem.model.config import ModelConfig, TrainConfig
+from csem.model.evaluation_model import EvaluationModel
+from csem.model.validation import check_dev_data, check_training_data
+
+
+def _precision(tc: TrainConfig) -> str:
+    if tc.precision != "auto":
+        return tc.precision
+    if torch.cuda.is_available() and tc.accelerator in ("auto", "gpu", "cuda"):
+        return "bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed"
+    return "32-true"
+
+
+class KeepBest(Callback):
+    """Lightning callback: copy the weights whenever the dev monitor improves (kept in memory)."""
+
+    def __init__(self) -> None:
+        self.best = -math.inf
+        self.state: dict | None = None
+        self.report: dict | None = None
+
+    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+        if trainer.sanity_checking or not pl_module.history:
+            return
+        value = float(trainer.callback_metrics.get("val_monitor", torch.tensor(-1.0)))
+        if value > self.best:
+            self.best = value
+            self.state = {k: v.detach().cpu().clone() for k, v in pl_module.state_dict().items()}
+            self.report = copy.deepcopy(pl_module.history[-1])
+
+
+def train(
+    records: Sequence[Mapping[str, Any]],
+    label_cols: Sequence[str] | str,
+    mode: str = "ref-free",
+    out_dir: str | Path | None = None,
+    config: ModelConfig | None = None,
+    train_config: TrainConfig | None = None,
+    dev_records: Sequence[Mapping[str, Any]] | None = None,
+    *,
+    label_range: tuple[float, float] | Mapping[str, tuple[float, float]] | None = None,
+    judge: str | None = None,
+    rubric: str | None = None,
+    notes: str | None = None,
+) -> EvaluationModel:
+    """Train an evaluation model on ``records`` and (if ``out_dir``) save it.
+
+    Args:
+        records: training records (``source``, ``candidate``, ``reference`` as the mode needs, and the
+            label columns).
+        label_cols: one column or several (``"judge.coherence,judge.relevance"`` or a list): one
+            head per column over one shared encoder.
+        mode: ``ref-free`` | ``ref-based`` | ``fluency`` | ``fluency-ref`` (overrides ``config.mode``).
+        out_dir: model folder to write (None: only return the model).
+        config: architecture (encoder, pooling, head, loss...); defaults to :class:`ModelConfig`.
+        train_config: optimisation; defaults to :class:`TrainConfig` (paper + COMET defaults).
+        dev_records: dev set for per-epoch validation, best-checkpoint selection and early stopping.
+        label_range: the declared rating scale, e.g. ``(1, 5)`` (or per column); None infers it.
+        judge, rubric, notes: provenance written to the metric card.
+
+    Returns:
+        The trained :class:`EvaluationModel` (best dev epoch when a dev set is given, else the last).
+
+    Raises:
+        TrainingDataError: bad training/dev data (before training starts).
+    """
+    from csem.model.batching import BatchBuilder, GroupedBatchSampler
+    from csem.model.card import build_card
+    from csem.model.module import EvaluationModule
+
+    cols = [c.strip() for c in label_cols.split(",")] if isinstance(label_cols, str) else list(label_cols)
+    config = (config or ModelConfig()).model_copy(update={"mode": mode})
+    tc = train_config or TrainConfig()
+    specs = check_training_data(records, cols, mode, label_range=label_range, min_rows=tc.min_rows)
+    config = ModelConfig.model_validate({**config.model_dump(), "labels": [s.model_dump() for s in specs]})
+    if dev_records is not None:
+        check_dev_data(dev_records, specs, mode)
+    if tc.num_threads:
+        torch.set_num_threads(tc.num_threads)
+    L.seed_everything(tc.seed, workers=True, verbose=False)
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+    module = EvaluationModule(config, tc)
+    module.dev_records = list(dev_records) if dev_records else None
+    recs = list(records)
+    builder = BatchBuilder(module.encoder, mode, config.max_length, config.labels, share=True,
+                           chunk_size=max(8, tc.batch_size))
+    sampler = GroupedBatchSampler(recs, tc.batch_size, mode, shuffle=True, seed=tc.seed)
+    loader = torch.utils.data.DataLoader(recs, batch_sampler=sampler, collate_fn=builder, num_workers=0)
+    module.frozen_steps = int(math.ceil(tc.frozen_epochs * len(sampler)))
+    val_loader = None
+    callbacks: list[Any] = []
+    keep = None
+    if module.dev_records:
+        dev_sampler = GroupedBatchSampler(module.dev_records, tc.batch_size, mode, shuffle=False, shard=False)
+        val_loader = torch.utils.data.DataLoader(module.dev_records, batch_sampler=dev_sampler,
+                                                 collate_fn=builder, num_workers=0)
+        keep = KeepBest()
+        callbacks += [keep, EarlyStopping(monitor="val_monitor", mode="max", patience=tc.patience,
+                                          check_finite=False)]
+    trainer = L.Trainer(
+        accelerator=tc.accelerator, devices=tc.devices, num_nodes=tc.num_nodes, strategy=tc.strategy,
+        precision=_precision(tc), max_epochs=tc.max_epochs, gradient_clip_val=tc.gradient_clip or None,
+        deterministic=True, logger=False, enable_checkpointing=False, enable_progress_bar=tc.progress,
+        enable_model_summary=False, num_sanity_val_steps=0, use_distributed_sampler=False,
+        callbacks=callbacks, log_every_n_steps=1,
+    )
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+        warnings.filterwarnings("ignore", message=".*Total length of `DataLoader` across ranks.*")
+        logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
+        trainer.fit(module, train_dataloaders=loader, val_dataloaders=val_loader)
+    if module._frozen:
+        module.unfreeze_encoder()
+    best_report = None
+    if keep is not None and keep.state is not None:
+        module.load_state_dict(keep.state)
+        best_report = keep.report
+    module.cpu().eval()
+    card = build_card(config, tc, train_records=recs, dev_records=dev_records, validation=best_report,
+                      history=module.history, judge=judge, rubric=rubric, notes=notes,
+                      label_range_declared=label_range is not None)
+    model = EvaluationModel(module, card)
+    if out_dir is not None:
+        model.save(out_dir)
+    return model

@@ -1,0 +1,121 @@
+"""Typed configuration of a CSEM pipeline file (``csem run PIPELINE.yaml``).
+
+A pipeline chains the paper's three stages and the checks after them::
+
+    collect -> annotate -> train -> score -> meta-eval -> report
+
+Relative paths in the file are resolved against the file's folder; ``package:NAME`` names a file
+shipped in ``csem/pipeline/examples``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from csem.collect.sampler import DecodingConfig, GeneratorSpec
+
+STAGES = ("collect", "annotate", "train", "score", "meta_eval", "report")
+EXAMPLES_DIR = Path(__file__).parent / "examples"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SourcesConfig(_Strict):
+    path: str
+    columns: dict[str, str] = Field(default_factory=dict)  # {csem_field: file_column}
+    limit: int | None = Field(None, ge=1)
+
+
+class SplitConfig(_Strict):
+    """Held-out sources for evaluating the student (split by source, never by candidate)."""
+
+    test_fraction: float = Field(0.25, gt=0, lt=1)
+    dev_fraction: float = Field(0.15, ge=0, lt=1)  # of the training sources: model selection
+    seed: int = 0
+    test_ids: list[str] | None = None  # explicit held-out source ids (overrides the fraction)
+
+
+class CollectConfig(_Strict):
+    generators: list[GeneratorSpec]
+    task: str = "summarize"
+    decoding: DecodingConfig = Field(default_factory=DecodingConfig)
+    include_reference: bool = True
+    keep: Literal["all", "one"] = "all"
+    duplicates: Literal["drop", "keep"] = "drop"
+    empty: Literal["drop", "keep"] = "drop"
+    seed: int = 0
+
+
+class AnnotateConfig(_Strict):
+    judge: str = "local"
+    rubrics: list[str]
+    mode: Literal["probs", "sample", "parse"] = "probs"
+    n: int = Field(20, ge=1)
+    temperature: float = Field(1.0, ge=0)
+
+
+class TrainStageConfig(_Strict):
+    encoder: str = "minilm"
+    mode: Literal["ref-free", "ref-based"] = "ref-free"
+    label_cols: list[str] | None = None  # default: every judge.<aspect> the annotate stage wrote
+    model: dict = Field(default_factory=dict)  # csem.model.ModelConfig fields (pooling, loss, head...)
+    options: dict = Field(default_factory=dict)  # csem.model.TrainConfig fields (lr, epochs...)
+
+
+class PipelineConfig(_Strict):
+    """The whole pipeline file."""
+
+    name: str
+    sources: SourcesConfig
+    split: SplitConfig = Field(default_factory=SplitConfig)
+    collect: CollectConfig
+    annotate: AnnotateConfig
+    train: TrainStageConfig = Field(default_factory=TrainStageConfig)
+    human_cols: list[str] = Field(default_factory=list)  # human.<aspect> columns in the sources, if any
+
+    @model_validator(mode="after")
+    def _check(self) -> "PipelineConfig":
+        if not self.annotate.rubrics:
+            raise ValueError("annotate.rubrics must name at least one rubric")
+        return self
+
+
+def resolve_path(value: str, base: Path) -> Path:
+    """``package:NAME`` -> a shipped example file; a relative path -> against ``base``."""
+    if value.startswith("package:"):
+        return EXAMPLES_DIR / value.split(":", 1)[1]
+    p = Path(value).expanduser()
+    return p if p.is_absolute() else (base / p)
+
+
+def load_pipeline(path: str | Path) -> tuple[PipelineConfig, Path]:
+    """Read and validate a pipeline YAML file.
+
+    Returns:
+        (config, folder of the file).
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: invalid YAML or a field that is missing, unknown or out of range (the message
+            lists each problem with its location in the file).
+    """
+    p = resolve_path(str(path), Path.cwd())
+    if not p.exists():
+        raise FileNotFoundError(f"{p}: no such pipeline file")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{p}: not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"{p}: a pipeline file must be a mapping with 'name', 'sources', 'collect', 'annotate'")
+    try:
+        return PipelineConfig.model_validate(data), p.parent
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise ValueError(f"{p}: {problems}") from exc

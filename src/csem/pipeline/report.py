@@ -1,0 +1,136 @@
+"""The run report of a pipeline: ``report.md`` and ``report.html`` with figures (matplotlib, PNG).
+
+Sections: data sizes (sources, candidates per system), judge cost and time, training curves,
+agreement of the student with the judge (and humans) on held-out sources, throughput.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+
+from csem.data.records import read_records
+from csem.pipeline.agreement import aspect_of, student_col
+
+
+def _figures(run_dir: Path, state: dict) -> list[tuple[str, Path]]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figs: list[tuple[str, Path]] = []
+    fig_dir = run_dir / "figures"
+    fig_dir.mkdir(exist_ok=True)
+    label_cols = state.get("train", {}).get("summary", {}).get("label_cols", [])
+    scored = [r for r in read_records(run_dir / "scored.jsonl") if r.get("split") == "test"]
+    if label_cols and scored:
+        fig, axes = plt.subplots(1, len(label_cols), figsize=(4.2 * len(label_cols), 3.8), squeeze=False)
+        for ax, col in zip(axes[0], label_cols):
+            scol = student_col(scored, aspect_of(col))
+            pts = [(r[col], r[scol]) for r in scored if r.get(col) is not None and r.get(scol) is not None]
+            if pts:
+                ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=14, alpha=0.7)
+            ax.set_xlabel(f"judge ({col})")
+            ax.set_ylabel("student")
+            ax.set_title(f"{aspect_of(col)}: held-out sources")
+            ax.grid(alpha=0.3)
+        fig.tight_layout()
+        p = fig_dir / "student_vs_judge.png"
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        figs.append(("Student vs judge on held-out sources", p))
+    history = state.get("train", {}).get("summary", {}).get("history") or []
+    if history:
+        fig, ax = plt.subplots(figsize=(5.5, 3.5))
+        epochs = [h.get("epoch") for h in history]
+        for key in sorted({k for h in history for k in h if k != "epoch" and isinstance(h.get(k), (int, float))}):
+            ax.plot(epochs, [h.get(key) for h in history], marker="o", label=key)
+        ax.set_xlabel("epoch")
+        ax.set_title("training")
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        p = fig_dir / "training.png"
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        figs.append(("Training curves", p))
+    return figs
+
+
+def _md_table(rows: list[dict], cols: list[str]) -> str:
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        out.append("| " + " | ".join("" if r.get(c) is None else f"{r[c]:.3f}" if isinstance(r.get(c), float)
+                                     else str(r.get(c)) for c in cols) + " |")
+    return "\n".join(out)
+
+
+def write_report(run_dir: Path, cfg, state: dict) -> list[Path]:
+    """Write ``report.md`` and ``report.html`` (figures embedded) into ``run_dir``; return the paths."""
+    run_dir = Path(run_dir)
+    meta = json.loads((run_dir / "meta.json").read_text())
+    col = state.get("collect", {}).get("summary", {})
+    ann = state.get("annotate", {}).get("summary", {})
+    sc = state.get("score", {}).get("summary", {})
+    figs = _figures(run_dir, state)
+    judged = ann.get("judged", 0)
+    judge_seconds = ann.get("seconds") or 0.0
+    lines = [
+        f"# csem run report: {cfg.name}", "",
+        "## Data",
+        f"- sources: {col.get('sources')} ({col.get('train_sources')} for training, {col.get('test_sources')} held out)",
+        f"- candidates kept: {col.get('kept')} (generated {col.get('generated')}, resumed {col.get('resumed')}, "
+        f"references {col.get('references')}, empty {col.get('empty')}, duplicates {col.get('duplicates')}, "
+        f"dropped {col.get('dropped')})",
+        f"- per system: {col.get('per_system')}", "",
+        "## Judge",
+        f"- judge `{cfg.annotate.judge}`, rubrics {', '.join(cfg.annotate.rubrics)}, mode `{cfg.annotate.mode}`",
+        f"- judgments made {judged}, from cache {ann.get('cached')}, missing {ann.get('missing')}, "
+        f"tokens {ann.get('tokens')}, {judge_seconds:.1f} s"
+        + (f" ({judge_seconds / judged:.2f} s per judgment)" if judged else ""), "",
+        "## Student",
+        f"- encoder `{cfg.train.encoder}`, mode `{cfg.train.mode}`, trained on {state.get('train', {}).get('summary', {}).get('train_rows')} rows "
+        f"in {state.get('train', {}).get('seconds', 0):.1f} s",
+        f"- scoring throughput: {sc.get('samples_per_second', 0):.1f} samples/s ({sc.get('rows')} rows in {sc.get('seconds', 0):.2f} s)",
+        "",
+        "## Agreement on held-out sources",
+        _md_table(meta, ["aspect", "scorer", "target", "level", "spearman", "kendall", "pearson", "n_groups", "n_skipped", "n_pairs"]),
+        "",
+        "Summary level: correlation within each source's candidates, averaged over sources (sources where a side "
+        "is constant are skipped and counted in n_skipped). Dataset level: all held-out pairs pooled. Kendall is tau-b.",
+        "",
+    ]
+    for title, p in figs:
+        lines += [f"![{title}]({p.relative_to(run_dir)})", ""]
+    md = "\n".join(lines)
+    md_path = run_dir / "report.md"
+    md_path.write_text(md, encoding="utf-8")
+    body = []
+    for line in lines:
+        if line.startswith("# "):
+            body.append(f"<h1>{html.escape(line[2:])}</h1>")
+        elif line.startswith("## "):
+            body.append(f"<h2>{html.escape(line[3:])}</h2>")
+        elif line.startswith("- "):
+            body.append(f"<li>{html.escape(line[2:])}</li>")
+        elif line.startswith("|"):
+            continue
+        elif line.startswith("!["):
+            continue
+        elif line:
+            body.append(f"<p>{html.escape(line)}</p>")
+    cols = ["aspect", "scorer", "target", "level", "spearman", "kendall", "pearson", "n_groups", "n_skipped", "n_pairs"]
+    table = "<table><tr>" + "".join(f"<th>{c}</th>" for c in cols) + "</tr>" + "".join(
+        "<tr>" + "".join(f"<td>{'' if r.get(c) is None else html.escape(str(r.get(c)))}</td>" for c in cols) + "</tr>"
+        for r in meta) + "</table>"
+    imgs = "".join(f"<h3>{html.escape(t)}</h3><img src='data:image/png;base64,{base64.b64encode(p.read_bytes()).decode()}'/>"
+                   for t, p in figs)
+    page = ("<!doctype html><meta charset='utf-8'><title>csem report</title><style>body{font-family:sans-serif;"
+            "max-width:960px;margin:auto}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px}"
+            "</style>" + "\n".join(body) + "<h2>Agreement table</h2>" + table + imgs)
+    html_path = run_dir / "report.html"
+    html_path.write_text(page, encoding="utf-8")
+    return [md_path, html_path, *[p for _, p in figs]]

@@ -1,0 +1,216 @@
+"""``csem run PIPELINE.yaml``: the whole CSEM loop as one resumable pipeline.
+
+Stages (each writes its file into the run folder and is skipped on a re-run when its content
+fingerprint is unchanged; see :mod:`csem.pipeline.state`):
+
+============  =============================================  ===========================
+stage         does                                           writes
+============  =============================================  ===========================
+collect       sample candidates (CSEM stage i)               ``candidates.jsonl``
+annotate      judge them with the rubrics (stage ii)         ``labelled.jsonl``
+train         train the student on training sources (iii)    ``model/``
+score         score every candidate with the student         ``scored.jsonl``
+meta_eval     student vs judge (and humans) on held-out      ``meta.json``
+report        markdown + HTML report with figures            ``report.md``, ``report.html``
+============  =============================================  ===========================
+
+A half-finished collect resumes from ``candidates.partial.jsonl``; a half-finished annotate
+resumes from the judge cache ``judge_cache.sqlite``; both keep every finished result.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+from typing import Callable
+
+from rich.console import Console
+
+from csem.data.records import read_records, write_records
+from csem.pipeline.config import STAGES, PipelineConfig, load_pipeline, resolve_path
+from csem.pipeline.state import RunState, fingerprint
+
+console = Console(stderr=True)
+
+
+def split_sources(source_ids: list[str], cfg_split) -> dict[str, str]:
+    """``{source id: "train" | "dev" | "test"}``: held-out sources chosen by a seeded shuffle (or
+    listed in ``test_ids``), then ``dev_fraction`` of the rest for model selection. Splits are by
+    source, never by candidate, so no source is seen in training and test.
+
+    Raises:
+        ValueError: unknown ``test_ids``, or a split that leaves no training source.
+    """
+    ids = sorted(set(source_ids))
+    rng = random.Random(cfg_split.seed)
+    shuffled = ids[:]
+    rng.shuffle(shuffled)
+    if cfg_split.test_ids:
+        test = set(cfg_split.test_ids)
+        unknown = test - set(ids)
+        if unknown:
+            raise ValueError(f"split.test_ids names unknown sources: {sorted(unknown)[:5]}")
+    else:
+        test = set(shuffled[: max(1, round(len(ids) * cfg_split.test_fraction))])
+    rest = [i for i in shuffled if i not in test]
+    n_dev = round(len(rest) * cfg_split.dev_fraction) if len(rest) > 2 else 0
+    dev = set(rest[:n_dev])
+    if len(rest) - n_dev < 1:
+        raise ValueError("the split leaves no training sources; lower split.test_fraction or dev_fraction")
+    return {i: "test" if i in test else "dev" if i in dev else "train" for i in ids}
+
+
+class Pipeline:
+    """One pipeline run in ``run_dir``. ``run(from_stage=None)`` executes the stages in order."""
+
+    def __init__(self, config: PipelineConfig, base_dir: Path, run_dir: Path, *, progress: bool = True):
+        self.cfg, self.base, self.run_dir, self.progress = config, base_dir, Path(run_dir), progress
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.state = RunState(self.run_dir)
+        self.sources_path = resolve_path(config.sources.path, base_dir)
+        if not self.sources_path.exists():
+            raise FileNotFoundError(f"{self.sources_path}: sources file not found (sources.path in the pipeline file)")
+
+    @classmethod
+    def from_file(cls, path: str | Path, run_dir: str | Path | None = None, **kw) -> "Pipeline":
+        cfg, base = load_pipeline(path)
+        return cls(cfg, base, Path(run_dir) if run_dir else Path("runs") / cfg.name, **kw)
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _sources(self) -> list[dict]:
+        recs = read_records(self.sources_path, columns=self.cfg.sources.columns, required=("source",))
+        for r in recs:
+            r.setdefault("doc_id", r["id"])
+            if r.get("doc_id") is None:
+                r["doc_id"] = r["id"]
+        return recs[: self.cfg.sources.limit] if self.cfg.sources.limit else recs
+
+    def _rubrics(self) -> list[str]:
+        """Rubric ids as given; rubric files resolved against the pipeline file's folder."""
+        return [str(resolve_path(r, self.base)) if r.endswith((".yaml", ".yml", ".toml")) else r
+                for r in self.cfg.annotate.rubrics]
+
+    def _stage(self, name: str, settings, upstream: list[str], inputs: list[Path], outputs: list[str],
+               fn: Callable[[], dict], force: bool) -> None:
+        fp = fingerprint(settings, [self.state.fingerprint_of(u) for u in upstream], inputs)
+        if not force and self.state.is_done(name, fp, self.run_dir):
+            console.print(f"[dim]{name}: up to date, skipped[/dim]")
+            return
+        console.print(f"[bold]{name}[/bold] ...")
+        t0 = time.perf_counter()
+        summary = fn()
+        self.state.record(name, fp, outputs, summary, time.perf_counter() - t0)
+
+    # -- stages ----------------------------------------------------------------------------------
+    def collect(self) -> dict:
+        from csem.collect.sampler import collect_candidates
+
+        c = self.cfg.collect
+        recs, summary = collect_candidates(
+            self._sources(), c.generators, task=c.task, decoding=c.decoding, seed=c.seed,
+            include_reference=c.include_reference, keep=c.keep, duplicates=c.duplicates, empty=c.empty,
+            partial_path=self.run_dir / "candidates.partial.jsonl", progress=self.progress)
+        split = split_sources([r["doc_id"] for r in recs], self.cfg.split)
+        for r in recs:
+            r["split"] = split[r["doc_id"]]
+        write_records(recs, self.run_dir / "candidates.jsonl")
+        counts = {k: sum(v == k for v in split.values()) for k in ("train", "dev", "test")}
+        return {**summary.as_dict(), **{f"{k}_sources": v for k, v in counts.items()}}
+
+    def annotate(self) -> dict:
+        from csem.pipeline.annotate import annotate_file
+
+        a = self.cfg.annotate
+        return annotate_file(self.run_dir / "candidates.jsonl", self.run_dir / "labelled.jsonl",
+                             rubrics=self._rubrics(), judge=a.judge, mode=a.mode, n=a.n, temperature=a.temperature,
+                             cache=self.run_dir / "judge_cache.sqlite", progress=self.progress)
+
+    def label_cols(self) -> list[str]:
+        if self.cfg.train.label_cols:
+            return self.cfg.train.label_cols
+        recs = read_records(self.run_dir / "labelled.jsonl")
+        cols = sorted({k for r in recs for k in r if k.startswith("judge.") and k.count(".") == 1})
+        if not cols:
+            raise ValueError("the annotate stage wrote no judge.<aspect> column to train on")
+        return cols
+
+    def label_ranges(self) -> dict[str, tuple[float, float]]:
+        """The declared scale of each judge column, from its rubric (never inferred from data)."""
+        from csem.judge.runner import score_columns
+        from csem.rubrics import load_rubrics
+
+        rubrics = load_rubrics(self._rubrics())
+        cols = score_columns(rubrics)
+        return {f"judge.{cols[(r.id, a)]}": (float(r.scale.min), float(r.scale.max))
+                for r in rubrics for a in r.aspect_names}
+
+    def train(self) -> dict:
+        from csem.model import ModelConfig, TrainConfig, train
+
+        recs = read_records(self.run_dir / "labelled.jsonl")
+        t = self.cfg.train
+        labels = self.label_cols()
+        ranges = self.label_ranges()
+        train_recs = [r for r in recs if r.get("split") == "train"]
+        dev_recs = [r for r in recs if r.get("split") == "dev"] or None
+        model = train(train_recs, labels, mode=t.mode, out_dir=self.run_dir / "model",
+                      config=ModelConfig(encoder=t.encoder, mode=t.mode, **t.model),
+                      train_config=TrainConfig(**{"progress": self.progress, **t.options}), dev_records=dev_recs,
+                      label_range={c: ranges[c] for c in labels if c in ranges} or None,
+                      judge=self.cfg.annotate.judge, rubric=", ".join(self.cfg.annotate.rubrics),
+                      notes=f"csem pipeline '{self.cfg.name}'")
+        card = json.loads((self.run_dir / "model" / "metric_card.json").read_text())
+        return {"train_rows": len(train_recs), "dev_rows": len(dev_recs or []), "label_cols": labels,
+                "history": card.get("validation_history", [])}
+
+    def score(self) -> dict:
+        from csem.model import EvaluationModel
+
+        recs = read_records(self.run_dir / "labelled.jsonl")
+        model = EvaluationModel.load(self.run_dir / "model")
+        t0 = time.perf_counter()
+        scored = model.score_records(recs)
+        seconds = time.perf_counter() - t0
+        write_records(scored, self.run_dir / "scored.jsonl")
+        return {"rows": len(recs), "seconds": seconds, "samples_per_second": len(recs) / max(seconds, 1e-9)}
+
+    def meta_eval(self) -> dict:
+        from csem.pipeline.agreement import agreement_table
+
+        recs = [r for r in read_records(self.run_dir / "scored.jsonl") if r.get("split") == "test"]
+        table = agreement_table(recs, self.label_cols(), human_cols=self.cfg.human_cols)
+        (self.run_dir / "meta.json").write_text(json.dumps(table, indent=2))
+        return {"test_rows": len(recs), "rows": len(table)}
+
+    def report(self) -> dict:
+        from csem.pipeline.report import write_report
+
+        paths = write_report(self.run_dir, self.cfg, self.state.data)
+        return {"files": [str(p.relative_to(self.run_dir)) for p in paths]}
+
+    def run(self, from_stage: str | None = None) -> dict:
+        """Run every stage in order (skipping finished ones); ``from_stage`` forces it and later ones."""
+        if from_stage is not None:
+            from_stage = from_stage.replace("-", "_")
+            if from_stage not in STAGES:
+                raise ValueError(f"unknown stage '{from_stage}'; choose from {', '.join(STAGES)}")
+        forced = set(STAGES[STAGES.index(from_stage):]) if from_stage else set()
+        c = self.cfg
+        rd = self.run_dir
+        plan = [
+            ("collect", {"collect": c.collect.model_dump(), "split": c.split.model_dump(),
+                         "sources": c.sources.model_dump(exclude={"path"})}, [], [self.sources_path],
+             ["candidates.jsonl"], self.collect),
+            ("annotate", c.annotate.model_dump(), ["collect"],
+             [Path(r) for r in self._rubrics() if r.endswith((".yaml", ".yml", ".toml"))], ["labelled.jsonl"],
+             self.annotate),
+            ("train", c.train.model_dump(), ["annotate"], [], ["model"], self.train),
+            ("score", {}, ["train"], [], ["scored.jsonl"], self.score),
+            ("meta_eval", {"human_cols": c.human_cols}, ["score"], [], ["meta.json"], self.meta_eval),
+            ("report", {}, ["meta_eval"], [], ["report.md", "report.html"], self.report),
+        ]
+        for name, settings, upstream, inputs, outputs, fn in plan:
+            self._stage(name, settings, upstream, inputs, outputs, fn, force=name in forced)
+        return json.loads((rd / "meta.json").read_text())

@@ -1,0 +1,260 @@
+"""The rubric: evaluation criteria, steps, score scale and prompt template, as data.
+
+A rubric is what G-Eval (Liu et al., 2023, "G-Eval: NLG Evaluation using GPT-4 with Better Human
+Alignment", Sec. 2 and Fig. 1) feeds its judge: a task introduction, the evaluation criteria of one
+aspect, chain-of-thought evaluation steps, the inputs (source, optionally reference, the candidate)
+and an "Evaluation Form (scores ONLY)" that ends right before the score.
+
+A *multi-aspect* rubric (the CSEM paper's Table II) lists several aspects in one prompt. It yields
+one score per aspect: the prompt is rendered once per aspect and differs only in its last line
+(``- <Aspect> (1-5 stars):``), so the long shared part (criteria of all aspects, source, reference,
+candidate) is evaluated once per candidate by a backend that reuses its KV cache.
+
+Templates are Jinja2 (rendered in a sandbox, texts are variables and never re-parsed as template
+code). Variables: ``intro``, ``criteria`` (list of :class:`Criterion`), ``steps`` (numbered text),
+``source``, ``reference`` (one string; several references are numbered), ``candidate``,
+``aspect`` (the aspect being scored, title case), ``min``, ``max``, ``unit``, ``uses_source``,
+``uses_reference``, ``source_label``, ``reference_label``, ``candidate_label``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+DEFAULT_TEMPLATE = """\
+{{ intro }}
+
+Please make sure you read and understand these instructions carefully. Please keep this document open while reviewing, and refer to it as needed.
+
+Evaluation Criteria:
+
+{% for c in criteria %}
+{{ c.title }} ({{ min }}-{{ max }}{{ unit }}) - {{ c.criteria }}
+
+{% endfor %}
+Evaluation Steps:
+
+{{ steps }}
+
+Example:
+
+{% if uses_source %}
+{{ source_label }}:
+
+{{ source }}
+
+{% endif %}
+{% if uses_reference %}
+{{ reference_label }}:
+
+{{ reference }}
+
+{% endif %}
+{{ candidate_label }}:
+
+{{ candidate }}
+
+
+Evaluation Form (scores ONLY):
+
+- {{ aspect }}{% if unit %} ({{ min }}-{{ max }}{{ unit }}){% endif %}:"""
+
+
+class Scale(BaseModel):
+    """Integer score scale ``[min, max]`` (inclusive); G-Eval: 1-5 (fluency 1-3)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    min: int = 1
+    max: int = 5
+
+    @model_validator(mode="after")
+    def _check(self) -> "Scale":
+        if self.max <= self.min:
+            raise ValueError(f"scale max ({self.max}) must be greater than min ({self.min})")
+        if self.min < 0:
+            raise ValueError(f"scale min ({self.min}) must be >= 0")
+        if self.max - self.min > 100:
+            raise ValueError(f"scale {self.min}-{self.max} has more than 101 points")
+        return self
+
+    @property
+    def values(self) -> list[int]:
+        return list(range(self.min, self.max + 1))
+
+
+class Criterion(BaseModel):
+    """One aspect of a rubric: its name, criteria text and evaluation steps."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    aspect: str = Field(pattern=r"^[a-z][a-z0-9_]*$", description="lower-case key, e.g. 'coherence'")
+    criteria: str = Field(min_length=1)
+    steps: list[str] = Field(default_factory=list)
+    title: str = ""
+
+    @model_validator(mode="after")
+    def _title(self) -> "Criterion":
+        if not self.title:
+            object.__setattr__(self, "title", self.aspect.replace("_", " ").title())
+        return self
+
+
+class Rubric(BaseModel):
+    """A judging rubric (one aspect, or several for a multi-aspect rubric).
+
+    Attributes:
+        id: e.g. ``geval/summeval-coherence`` or ``csem/mt-accuracy-ref-free``.
+        name: human-readable name. task: ``summ`` | ``mt`` | ``tst`` | ``dialogue`` | any string.
+        aspect, criteria, steps: the single aspect (leave empty when ``aspects`` is given).
+        aspects: the aspects of a multi-aspect rubric (one score each).
+        scale: integer score range. unit: text after the range in the prompt (e.g. ``" stars"``).
+        uses_source, uses_reference: which inputs the prompt shows; a record lacking a needed
+            input is an error, not a silent omission.
+        intro, labels, template, system: prompt parts (see the module docstring).
+        version: bumped whenever the prompt changes (it is part of every judgment's record).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: str = Field(min_length=1)
+    name: str = ""
+    task: str = "summ"
+    version: str = "1"
+    description: str = ""
+    aspect: str | None = None
+    criteria: str | None = None
+    steps: list[str] = Field(default_factory=list)
+    aspects: list[Criterion] = Field(default_factory=list)
+    scale: Scale = Field(default_factory=Scale)
+    unit: str = ""
+    uses_source: bool = True
+    uses_reference: bool = False
+    intro: str = "You will be given one summary written for a news article.\n\nYour task is to rate the summary on one metric."
+    source_label: str = "Source Text"
+    reference_label: str = "Reference"
+    candidate_label: str = "Summary"
+    system: str | None = None
+    template: str = DEFAULT_TEMPLATE
+
+    @field_validator("template")
+    @classmethod
+    def _template_parses(cls, v: str) -> str:
+        from jinja2 import TemplateSyntaxError
+
+        try:
+            _env().parse(v)
+        except TemplateSyntaxError as exc:
+            raise ValueError(f"template is not valid Jinja2 (line {exc.lineno}): {exc.message}") from exc
+        if "candidate" not in v:
+            raise ValueError("template never shows '{{ candidate }}'")
+        return v
+
+    @model_validator(mode="after")
+    def _one_form(self) -> "Rubric":
+        single = self.aspect is not None or self.criteria is not None
+        if single and self.aspects:
+            raise ValueError("give either 'aspect'+'criteria' (single aspect) or 'aspects' (multi-aspect), not both")
+        if not single and not self.aspects:
+            raise ValueError("a rubric needs 'aspect' and 'criteria', or a non-empty 'aspects' list")
+        if single and (not self.aspect or not self.criteria):
+            raise ValueError("a single-aspect rubric needs both 'aspect' and 'criteria'")
+        if single:
+            Criterion(aspect=self.aspect, criteria=self.criteria, steps=self.steps)  # validates the key
+        names = [c.aspect for c in self.criteria_list]
+        if len(set(names)) != len(names):
+            raise ValueError(f"duplicate aspect names: {names}")
+        return self
+
+    @property
+    def criteria_list(self) -> list[Criterion]:
+        """The aspects as :class:`Criterion` objects (one for a single-aspect rubric)."""
+        if self.aspects:
+            return list(self.aspects)
+        return [Criterion(aspect=self.aspect or "", criteria=self.criteria or "", steps=self.steps)]
+
+    @property
+    def aspect_names(self) -> list[str]:
+        """Score keys this rubric produces, e.g. ``["coherence"]``."""
+        return [c.aspect for c in self.criteria_list]
+
+    @property
+    def is_multi(self) -> bool:
+        return bool(self.aspects)
+
+    @property
+    def fingerprint(self) -> str:
+        """sha256 (16 hex) of the rubric's full content: changes whenever the prompt can change."""
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def render(self, record: Mapping[str, Any], aspect: str | None = None) -> list[dict[str, str]]:
+        """Chat messages judging ``record`` on ``aspect`` (default: the rubric's only aspect).
+
+        Args:
+            record: a csem record with ``candidate`` and, when the rubric uses them, ``source``
+                and ``reference`` (a string or a list of strings).
+            aspect: which aspect's score the prompt asks for (multi-aspect rubrics).
+
+        Returns:
+            ``[{"role": "system", ...}?, {"role": "user", "content": prompt}]``; the assistant turn
+            that follows starts with the score.
+
+        Raises:
+            ValueError: unknown aspect; KeyError: the record lacks a text the rubric uses
+            (message names the rubric, record id and field).
+        """
+        crits = self.criteria_list
+        if aspect is None:
+            if len(crits) != 1:
+                raise ValueError(f"rubric {self.id} has aspects {self.aspect_names}; name the one to render")
+            target = crits[0]
+        else:
+            found = [c for c in crits if c.aspect == aspect]
+            if not found:
+                raise ValueError(f"rubric {self.id} has no aspect '{aspect}' (has {self.aspect_names})")
+            target = found[0]
+        rid = record.get("id", "?")
+
+        def need(field: str) -> Any:
+            v = record.get(field)
+            if v is None or (isinstance(v, str) and not v.strip()) or (isinstance(v, list) and not v):
+                raise KeyError(f"rubric {self.id} needs '{field}' but record {rid} has none")
+            return v
+
+        candidate = need("candidate")
+        source = need("source") if self.uses_source else None
+        reference = None
+        if self.uses_reference:
+            ref = need("reference")
+            refs = [ref] if isinstance(ref, str) else list(ref)
+            reference = refs[0] if len(refs) == 1 else "\n".join(f"{i}. {r}" for i, r in enumerate(refs, 1))
+        if len(crits) == 1:
+            steps = "\n".join(f"{i}. {s}" for i, s in enumerate(target.steps, 1))
+        else:
+            steps = "\n".join(f"{i}. {s}" for i, s in enumerate(self.steps, 1))
+        text = _env().from_string(self.template).render(
+            intro=self.intro, criteria=crits, steps=steps, source=source, reference=reference,
+            candidate=candidate, aspect=target.title, min=self.scale.min, max=self.scale.max,
+            unit=self.unit, uses_source=self.uses_source, uses_reference=self.uses_reference,
+            source_label=self.source_label, reference_label=self.reference_label,
+            candidate_label=self.candidate_label,
+        )
+        messages = [{"role": "system", "content": self.system}] if self.system else []
+        messages.append({"role": "user", "content": text})
+        return messages
+
+
+_ENV = None
+
+
+def _env():
+    global _ENV
+    if _ENV is None:
+        from jinja2.sandbox import SandboxedEnvironment
+        from jinja2 import StrictUndefined
+
+        _ENV = SandboxedEnvironment(undefined=StrictUndefined, trim_blocks=True, keep_trailing_newline=False,
+                                    autoescape=False)
+    return _ENV

@@ -1,0 +1,116 @@
+"""Correlations at summary/system/dataset level: hand-computed cases and agreement with scipy."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from csem.meta import correlate
+from csem.meta.correlation import kendall_b, kendall_c, pearson, spearman
+from csem.meta.scores import ScoreTable, level_value
+
+
+def test_hand_computed_spearman_kendall():
+    x, y = [1, 2, 3, 4], [1, 3, 2, 4]
+    # rho = 1 - 6 * sum d^2 / (n (n^2 - 1)) = 1 - 6 * 2 / 60
+    assert spearman(x, y) == pytest.approx(0.8)
+    # 5 concordant, 1 discordant of 6 pairs
+    assert kendall_b(x, y) == pytest.approx(4 / 6)
+
+
+def test_hand_computed_tau_b_and_tau_c_with_ties():
+    x, y = [1, 1, 2, 3], [1, 2, 2, 3]
+    # P = 4, Q = 0; one pair tied only in x, one tied only in y: tau-b = 4 / sqrt(5 * 5)
+    assert kendall_b(x, y) == pytest.approx(0.8)
+    # Stuart's tau-c = 2 (P - Q) / (n^2 (m - 1) / m), m = 3 distinct values: 8 / (16 * 2 / 3)
+    assert kendall_c(x, y) == pytest.approx(0.75)
+
+
+def test_hand_computed_pearson():
+    # cov = 3, var_x = 2, var_y = 42 / 9  (sums of squares)
+    assert pearson([1, 2, 3], [1, 2, 4]) == pytest.approx(3 / math.sqrt(2 * 42 / 9))
+
+
+def test_agrees_with_scipy_on_random_data():
+    rng = np.random.default_rng(1)
+    x = rng.integers(1, 6, 200).astype(float)  # many ties, like 1-5 ratings
+    y = x + rng.normal(0, 1.5, 200)
+    assert spearman(x, y) == pytest.approx(stats.spearmanr(x, y).statistic)
+    assert kendall_b(x, y) == pytest.approx(stats.kendalltau(x, y).statistic)  # scipy default = tau-b
+    assert kendall_c(x, y) == pytest.approx(stats.kendalltau(x, y, variant="c").statistic)
+    assert pearson(x, y) == pytest.approx(stats.pearsonr(x, y).statistic)
+    assert kendall_b(x, y) != pytest.approx(kendall_c(x, y))
+
+
+def test_summary_level_hand_case_constant_group_skipped():
+    metric = [1, 2, 3, 1, 2, 3, 1, 2, 3]
+    human = [1, 2, 3, 3, 2, 1, 4, 4, 4]  # doc a: +1, doc b: -1, doc c: human constant -> skipped
+    groups = ["a"] * 3 + ["b"] * 3 + ["c"] * 3
+    c = correlate(metric, human, level="summary", method="spearman", groups=groups)
+    assert c.value == pytest.approx(0.0)
+    assert (c.n_groups, c.n_skipped, c.n_pairs, c.n_missing) == (2, 1, 9, 0)
+
+
+def test_summary_level_missing_excluded_and_counted():
+    metric = [1, 2, 3, None, 1, 2, 4, 3]
+    human = [1, 2, 3, 5, 1, 3, 2, None]
+    groups = ["a"] * 4 + ["b"] * 4
+    c = correlate(metric, human, level="summary", method="spearman", groups=groups)
+    # doc a: (1,1) (2,2) (3,3) -> 1; doc b: (1,1) (2,3) (4,2) -> ranks [1,2,3] vs [1,3,2] -> 0.5
+    assert c.value == pytest.approx(0.75)
+    assert c.n_missing == 2 and c.n_pairs == 6
+    # a missing score is not a zero: zero-filling would change the result
+    zero = correlate([0 if v is None else v for v in metric], [0 if v is None else v for v in human],
+                     level="summary", method="spearman", groups=groups)
+    assert zero.value != pytest.approx(c.value)
+
+
+def test_system_level_is_correlation_of_means():
+    metric = [1, 2, 3, 4, 5, 6]
+    human = [2, 2, 1, 1, 9, 9]
+    systems = ["s1", "s1", "s2", "s2", "s3", "s3"]
+    c = correlate(metric, human, level="system", method="pearson", systems=systems)
+    assert c.value == pytest.approx(stats.pearsonr([1.5, 3.5, 5.5], [2, 1, 9]).statistic)
+    assert c.n_groups == 3
+
+
+def _random_table(seed=0, n_docs=12, n_sys=5):
+    rng = np.random.default_rng(seed)
+    groups = np.repeat(np.arange(n_docs), n_sys)
+    systems = np.tile(np.arange(n_sys), n_docs)
+    h = rng.integers(1, 6, n_docs * n_sys).astype(float)
+    m = h + rng.normal(0, 2, len(h))
+    h[groups == 3] = 2.0  # a constant document
+    m = m.astype(object)
+    m[[5, 17, 40]] = None  # missing scores
+    return list(m), list(h), list(groups), list(systems)
+
+
+@pytest.mark.parametrize("level", ["summary", "system", "dataset"])
+@pytest.mark.parametrize("method", ["spearman", "kendall", "kendall_c", "pearson"])
+def test_weighted_level_value_equals_correlate(level, method):
+    m, h, g, s = _random_table()
+    table = ScoreTable.build(m, h, g, s)
+    ref = correlate(m, h, level=level, method=method, groups=g, systems=s).value
+    assert level_value(table, level, method) == pytest.approx(ref)
+    # counting every document twice changes nothing (the bootstrap relies on weights)
+    assert level_value(table, level, method, weights=np.full(table.n_docs, 2.0)) == pytest.approx(ref)
+    # dropping a document with weight 0 equals removing its items
+    keep = [i for i, d in enumerate(g) if d != 0]
+    w = np.ones(table.n_docs)
+    w[table.doc_keys.index(0)] = 0
+    sub = correlate([m[i] for i in keep], [h[i] for i in keep], level=level, method=method,
+                    groups=[g[i] for i in keep], systems=[s[i] for i in keep]).value
+    assert level_value(table, level, method, weights=w) == pytest.approx(sub)
+
+
+def test_unknown_method_and_level():
+    with pytest.raises(ValueError, match="unknown correlation"):
+        correlate([1, 2], [1, 2], level="dataset", method="tau")
+    with pytest.raises(ValueError, match="unknown level"):
+        correlate([1, 2], [1, 2], level="corpus")
+    with pytest.raises(ValueError, match="group id"):
+        correlate([1, 2], [1, 2], level="summary")
