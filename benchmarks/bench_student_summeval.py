@@ -32,6 +32,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 ASPECTS = ("coherence", "consistency", "fluency", "relevance")
+RUN_PREFIX = {"minilm-ref-free": "student MiniLM ref-free (GPT-4", "minilm-ref-based": "student MiniLM ref-based",
+              "human-ceiling": "student MiniLM ref-free (expert", "mpnet-ref-free": "student mpnet"}
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -100,10 +102,12 @@ def render_md(d: dict) -> str:
         for e in d["learning_curve"]:
             lines.append(f"| {e['docs']} | {e['records']} | {_fmt(e['spearman'])} | {_fmt(e['kendall'])} |")
     if d["runs"]:
-        lines += ["", "## Training runs", "", "| student | epochs run | best dev epoch | dev Kendall (labels) | train s | score s |",
-                  "|---|---|---|---|---|---|"]
+        lines += ["", "## Training runs", "",
+                  "| student | max epochs (frozen) | epochs run | best dev epoch | dev Kendall (labels) | train s | score s |",
+                  "|---|---|---|---|---|---|---|"]
         for name, e in d["runs"].items():
-            lines.append(f"| {name} | {e.get('epochs_run')} | {e.get('best_epoch')} | {_fmt(e.get('dev_kendall'))} | "
+            lines.append(f"| {name} | {e.get('max_epochs')} ({e.get('frozen_epochs')}) | {e.get('epochs_run')} | "
+                         f"{e.get('best_epoch')} | {_fmt(e.get('dev_kendall'))} | "
                          f"{e.get('train_s', 0):.0f} | {e.get('score_s', 0):.0f} |")
     if meta.get("notes"):
         lines += ["", "## Notes", ""] + [f"- {n}" for n in meta["notes"]]
@@ -143,6 +147,8 @@ def run_student(report, name, train_recs, dev_recs, test_recs, label_prefix, mod
     report.data["runs"][name] = {"epochs_run": model.card["training"]["epochs_run"], "best_epoch": val.get("epoch"),
                                  "dev_kendall": (val.get("mean") or {}).get("kendall"), "train_s": train_s,
                                  "score_s": score_s, "test_records": len(test_recs),
+                                 "max_epochs": tc.max_epochs, "frozen_epochs": tc.frozen_epochs,
+                                 "max_length": cfg.max_length, "encoder": encoder, "mode": mode,
                                  "test_samples_per_s": len(test_recs) / score_s}
     report.save()
     return model, scored
@@ -233,6 +239,7 @@ def main() -> int:
                     help="runs, in order; 'curve' = the learning curve of --learning-curve")
     ap.add_argument("--learning-curve", default="10,25", help="comma list of training-doc counts ('' = none)")
     ap.add_argument("--out", default=str(RESULTS / "student_summeval"))
+    ap.add_argument("--resume", action="store_true", help="keep the figures of an earlier run and skip finished runs")
     args = ap.parse_args()
 
     import torch
@@ -262,13 +269,19 @@ def main() -> int:
     test = [r for d in test_docs for r in by_doc[d]]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    if args.quick:
-        out = out.with_name(out.name + "_quick")
+    if args.quick:  # a smoke run never overwrites the benchmark's figures
+        import tempfile
+
+        out = Path(tempfile.gettempdir()) / (out.name + "_quick")
     report = Report(out, {
         "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "machine": f"{platform.machine()}, {os.cpu_count()} CPUs (shared)",
         "threads": args.threads, "n_train_docs": len(train_docs), "n_dev_docs": len(dev_docs),
         "n_test_docs": len(test_docs), "n_fit_records": len(fit), "n_dev_records": len(dev),
         "n_test_records": len(test), "quick": args.quick, "args": vars(args), "notes": []})
+    if args.resume and out.with_suffix(".json").exists():
+        old = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+        report.data.update({k: old[k] for k in ("correlations", "throughput", "learning_curve", "runs") if k in old})
+        report.data["meta"]["resumed_from"] = old["meta"]
     notes = report.data["meta"]["notes"]
     notes.append("Teacher = the published gpt-4-0314 RTS ratings (Shen et al. 2023) of the same test summaries.")
     notes.append(f"Students: all 4 aspects as 4 heads over one encoder; max_length {args.max_length}; "
@@ -297,6 +310,12 @@ def main() -> int:
     wanted = [s.strip() for s in args.students.split(",") if s.strip()]
     first_model = None
     for s in wanted:
+        done = report.data["correlations"]
+        if args.resume and any(name.startswith(RUN_PREFIX.get(s, "?")) for name in done) and s != "curve":
+            log(f"{s}: kept from the earlier run")
+            if s == "minilm-ref-free" and not report.data["throughput"].get("student"):
+                log("note: throughput of the earlier run missing")
+            continue
         if s == "minilm-ref-free":
             m, _ = run_student(report, "student MiniLM ref-free (GPT-4 labels)", fit, dev, test, "judge", "ref-free",
                                "minilm", tc_kwargs, args)

@@ -30,3 +30,75 @@ def smollm2_path() -> Path:
     from csem.assets import smollm2_gguf
 
     return smollm2_gguf()
+
+
+# --------------------------------------------------------------------------- llama.cpp OpenAI server
+# A real OpenAI-compatible HTTP server (``python -m llama_cpp.server``) on loopback, for backend tests.
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LlamaServer:
+    """A ``llama_cpp.server`` subprocess on 127.0.0.1. ``url`` is the OpenAI base URL (``.../v1``).
+
+    ``stop()`` kills it (SIGKILL: the "server died" case), ``start()`` starts it again on the same port.
+    """
+
+    def __init__(self, model: Path, *, api_key: str | None = None, extra: tuple[str, ...] = (), n_ctx: int = 2048):
+        self.model, self.api_key, self.extra, self.n_ctx = Path(model), api_key, tuple(extra), n_ctx
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self.proc = None
+        self.log_path = None
+
+    def start(self, timeout: float = 180.0) -> "LlamaServer":
+        import subprocess
+        import sys
+        import tempfile
+        import time
+        import urllib.request
+
+        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model), "--host", "127.0.0.1",
+               "--port", str(self.port), "--n_ctx", str(self.n_ctx), "--n_threads", "1", "--n_threads_batch", "1",
+               *self.extra]
+        if self.api_key:
+            cmd += ["--api_key", self.api_key]
+        self.log_path = Path(tempfile.mkstemp(prefix="llama_server_", suffix=".log")[1])
+        env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+        self.proc = subprocess.Popen(cmd, stdout=self.log_path.open("wb"), stderr=subprocess.STDOUT, env=env)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"llama_cpp.server exited with {self.proc.returncode}: "
+                                   f"{self.log_path.read_text(errors='replace')[-2000:]}")
+            try:
+                req = urllib.request.Request(self.url + "/models")
+                if self.api_key:
+                    req.add_header("Authorization", f"Bearer {self.api_key}")
+                with urllib.request.urlopen(req, timeout=2) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(f"llama_cpp.server did not come up within {timeout} s")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+        self.proc = None
+
+
+@pytest.fixture(scope="session")
+def llama_server(smollm2_path):
+    """Session-wide llama.cpp OpenAI-compatible server serving SmolLM2-135M (logprobs on, no API key)."""
+    pytest.importorskip("llama_cpp.server", reason="pip install 'llama-cpp-python[server]'")
+    server = LlamaServer(smollm2_path).start()
+    yield server
+    server.stop()

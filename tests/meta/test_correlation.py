@@ -114,3 +114,21 @@ def test_unknown_method_and_level():
         correlate([1, 2], [1, 2], level="corpus")
     with pytest.raises(ValueError, match="group id"):
         correlate([1, 2], [1, 2], level="summary")
+
+
+@pytest.mark.parametrize("level", ["system", "dataset"])
+@pytest.mark.parametrize("method", ["spearman", "kendall", "kendall_c", "pearson"])
+def test_batch_level_values_equal_one_by_one(level, method):
+    from csem.meta.bootstrap import resample_counts
+    from csem.meta.scores import batch_level_values
+
+    m, h, g, s = _random_table(seed=5, n_docs=15, n_sys=6)
+    table = ScoreTable.build(m, h, g, s)
+    counts = resample_counts(table.n_docs, 40, seed=2)
+    counts[0] = 0
+    counts[0, :2] = [3, 0]  # one document only: system means from one doc, or a constant side
+    counts[1] = 0  # nothing drawn: undefined
+    batch = batch_level_values(table, level, method, counts)
+    loop = np.array([level_value(table, level, method, weights=c) for c in counts])
+    np.testing.assert_allclose(batch, loop, rtol=1e-9, atol=1e-12, equal_nan=True)
+    assert np.isnan(batch[1])

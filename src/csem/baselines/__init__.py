@@ -19,18 +19,22 @@ BASELINES: dict[str, Callable[[Sequence[Mapping]], list[float]]] = {
     "rouge1": lambda recs: rouge(recs, "rouge1"),
     "rouge2": lambda recs: rouge(recs, "rouge2"),
     "rougeL": lambda recs: rouge(recs, "rougeL"),
+    "rougeLsum": lambda recs: rouge(recs, "rougeLsum"),
     "bleu": bleu,
     "chrf": chrf,
     "bertscore": bertscore,
 }
 
 
-def compute_baselines(records: Sequence[dict], names: Sequence[str]) -> list[str]:
+def compute_baselines(records: Sequence[dict], names: Sequence[str], *, multi_ref: str = "max") -> list[str]:
     """Compute the named baselines and store them in place as ``metric.<name>``.
 
     Args:
         records: csem records with ``candidate`` and ``reference``; modified in place.
-        names: keys of :data:`BASELINES` (``rouge1 rouge2 rougeL bleu chrf bertscore``).
+        names: keys of :data:`BASELINES` (``rouge1 rouge2 rougeL rougeLsum bleu chrf bertscore``).
+        multi_ref: how ROUGE combines several references: ``max`` (rouge-score's
+            ``score_multi``) or ``mean`` (Perl ROUGE-1.5.5's default ``-f A``, the SummEval
+            convention). BLEU, chrF and BERTScore always use their library's multi-reference rule.
 
     Returns:
         The column names written (``metric.rouge1`` ...).
@@ -42,8 +46,8 @@ def compute_baselines(records: Sequence[dict], names: Sequence[str]) -> list[str
     if unknown:
         raise ValueError(f"unknown baseline(s) {unknown}; choose from {list(BASELINES)}")
     cols = []
-    rouge_names = [n for n in names if n in ("rouge1", "rouge2", "rougeL")]
-    cached = rouge_scores(records, rouge_names) if rouge_names else {}  # one tokenisation pass
+    rouge_names = [n for n in names if n.startswith("rouge")]
+    cached = rouge_scores(records, rouge_names, reduce=multi_ref) if rouge_names else {}  # one tokenisation pass
     for name in names:
         values = cached[name] if name in cached else BASELINES[name](records)
         for rec, v in zip(records, values):

@@ -7,6 +7,7 @@ and call the library functions of the stage packages.
 from __future__ import annotations
 
 import importlib
+import os
 
 import typer
 
@@ -27,5 +28,14 @@ def _load_commands() -> None:
 
 
 def main() -> None:
+    """Entry point: run the command; expected failures (bad input, missing model, unreachable
+    judge) print one ``csem: error: ...`` line and exit 1 (set ``CSEM_DEBUG=1`` for the traceback)."""
     _load_commands()
-    app()
+    try:
+        app()
+    except (ValueError, OSError, RuntimeError, KeyError) as exc:
+        if os.environ.get("CSEM_DEBUG"):
+            raise
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        typer.echo(f"csem: error: {msg}", err=True)
+        raise SystemExit(1) from None

@@ -25,6 +25,25 @@ def _clean(v):
     return None if isinstance(v, float) and math.isnan(v) else v
 
 
+def _error(console, message) -> None:
+    """Print an error on one unwrapped line (so that ids and paths stay intact)."""
+    from rich.markup import escape
+
+    console.print(f"[red]error:[/red] {escape(str(message))}", soft_wrap=True)
+
+
+def _print_pivot(console, pivot, title: str, to_rich) -> None:
+    """The whole table when it fits the terminal, else one table per correlation method."""
+    width = 4 + max(len(str(i)) for i in pivot.index) + 9 * len(pivot.columns)
+    if width <= console.width:
+        console.print(to_rich(pivot, title=title))
+        return
+    console.print(title)
+    for method in dict.fromkeys(m for _, m in pivot.columns):
+        sub = pivot.loc[:, [c for c in pivot.columns if c[1] == method]]
+        console.print(to_rich(sub, title=f"{method}"))
+
+
 @app.command("meta-eval")
 def meta_eval(
     data: str = typer.Option(..., "--data", help="records file with human.<aspect> columns, or a dataset name "
@@ -34,7 +53,9 @@ def meta_eval(
     pred: Optional[list[str]] = typer.Option(None, "--pred", help="prediction file(s) with metric.*/judge.* "
                                              "columns and the data's id (comma-separated or repeated)"),
     baseline: Optional[list[str]] = typer.Option(None, "--baseline", help="compute baselines on the fly: "
-                                                 "rouge1,rouge2,rougeL,bleu,chrf,bertscore"),
+                                                 "rouge1,rouge2,rougeL,rougeLsum,bleu,chrf,bertscore"),
+    multi_ref: str = typer.Option("max", "--multi-ref", help="ROUGE with several references: max (rouge-score) "
+                                  "or mean (Perl ROUGE -f A, the SummEval convention)"),
     metric: Optional[list[str]] = typer.Option(None, "--metric", help="score columns to evaluate "
                                                "(default: every metric.* and judge.* column)"),
     aspect: Optional[list[str]] = typer.Option(None, "--aspect", help="human aspects to use (default: all)"),
@@ -73,29 +94,28 @@ def meta_eval(
         names = _split(baseline)
         if names:
             with console.status(f"computing baselines {names} on {len(records)} records"):
-                compute_baselines(records, names)
+                compute_baselines(records, names, multi_ref=multi_ref)
     except (ValueError, RecordError, FileNotFoundError, KeyError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        _error(console, exc)
         raise typer.Exit(2) from exc
     humans = score_columns(records, ("human.",))
     wanted = _split(aspect)
     if wanted:
         missing = [a for a in wanted if f"human.{a}" not in humans]
         if missing:
-            console.print(f"[red]error:[/red] aspect(s) {missing} not in the data; aspects: "
-                          f"{[h.split('.', 1)[1] for h in humans]}")
+            _error(console, f"aspect(s) {missing} not in the data; aspects: {[h.split('.', 1)[1] for h in humans]}")
             raise typer.Exit(2)
         humans = [f"human.{a}" for a in wanted]
     metrics = _split(metric) or score_columns(records)
     if not metrics:
-        console.print("[red]error:[/red] nothing to evaluate: give --pred files, --baseline names or a data file "
-                      "with metric.*/judge.* columns")
+        _error(console, "nothing to evaluate: give --pred files, --baseline names or a data file "
+                        "with metric.*/judge.* columns")
         raise typer.Exit(2)
     try:
         with console.status(f"correlating {len(metrics)} score column(s) with {len(humans)} aspect(s)"):
             df = evaluate(records, metrics, humans, levels=levels, methods=methods, bootstrap=bootstrap, seed=seed)
     except (ValueError, KeyError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        _error(console, exc)
         raise typer.Exit(2) from exc
     pivots = {}
     for lv in levels:
@@ -105,7 +125,7 @@ def meta_eval(
                 f"groups used {int(sub['n_groups'].min())}-{int(sub['n_groups'].max())}, "
                 f"skipped {int(sub['n_skipped'].min())}-{int(sub['n_skipped'].max())}, "
                 f"missing pairs {int(sub['n_missing'].max())}; Kendall = tau-b")
-        console.print(to_rich(pivots[lv], title=note))
+        _print_pivot(console, pivots[lv], note, to_rich)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         df.to_csv(out.with_name(out.name + ".csv"), index=False)

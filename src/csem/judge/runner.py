@@ -145,7 +145,6 @@ async def ajudge_records(
     rubric_list: list[Rubric] = []
     for r in rubrics:
         rubric_list.extend([r] if isinstance(r, Rubric) else load_rubrics(r))
-    backend = get_backend(judge, **dict(backend_options or {}))
     columns = score_columns(rubric_list)
 
     # render every prompt first: bad input fails before any judging, naming record and field
@@ -157,6 +156,7 @@ async def ajudge_records(
             raise ValueError(f"record {i + 1} (id {recs[i].get('id')!r}): {exc.args[0]}") from None
         jobs.append(_Job(i, r, a, columns[(r.id, a)], msgs))
 
+    backend = get_backend(judge, **dict(backend_options or {}))
     own_cache = not isinstance(cache, JudgmentCache)
     store = cache if isinstance(cache, JudgmentCache) else JudgmentCache(cache)
     summary = JudgeSummary(total=len(jobs))

@@ -21,7 +21,7 @@ from typing import Hashable, Sequence
 
 import numpy as np
 
-from csem.meta.scores import ScoreTable, level_value, per_document
+from csem.meta.scores import ScoreTable, batch_level_values, per_document
 
 
 def resample_counts(n_docs: int, n: int, seed: int | None) -> np.ndarray:
@@ -41,7 +41,7 @@ def bootstrap_samples(table: ScoreTable, level: str, method: str, counts: np.nda
         den = counts[:, ok].sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(den > 0, num / np.maximum(den, 1), np.nan)
-    return np.array([level_value(table, level, method, weights=c) for c in counts])
+    return batch_level_values(table, level, method, counts)
 
 
 @dataclass(frozen=True)

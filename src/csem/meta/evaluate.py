@@ -42,13 +42,15 @@ def metric_label(column: str, aspects: Sequence[str]) -> str:
     return f"{base}@{tag}" if tag else base
 
 
-def _targets(column: str, humans: Sequence[str], match_aspects: bool) -> list[str]:
+def _targets(column: str, humans: Sequence[str], match_aspects: bool, known_aspects: set[str]) -> list[str]:
+    """Human columns to correlate ``column`` with: its own aspect only when it is aspect-specific
+    (ends in ``.<aspect>`` of any human column of the data; none if that aspect is not selected),
+    else every selected human column."""
     base = column.partition("@")[0]
-    aspects = {aspect_of(h): h for h in humans}
     if match_aspects:
-        for a, h in aspects.items():
+        for a in sorted(known_aspects | {aspect_of(h) for h in humans}, key=len, reverse=True):
             if base.endswith("." + a):
-                return [h]
+                return [h for h in humans if aspect_of(h) == a]
     return list(humans)
 
 
@@ -79,8 +81,9 @@ def evaluate(
         bootstrap: resamples of documents for the CI (0: no CI). The same resamples are used
             for every metric, so CIs of different metrics are paired.
         seed: RNG seed (same seed, same CIs). confidence: CI level in (0, 1).
-        match_aspects: a column ending in ``.<aspect>`` of a human column (``judge.coherence``)
-            is correlated only with that aspect; others with every human column.
+        match_aspects: a column ending in ``.<aspect>`` of a human column of the data
+            (``judge.coherence``) is correlated only with that aspect (and skipped when that
+            aspect is not in ``humans``); others with every human column.
 
     Returns:
         Long DataFrame, one row per (metric column, human aspect, level, method), columns
@@ -113,10 +116,11 @@ def evaluate(
     def column(name: str) -> list[float | None]:
         return [r.get(name) for r in records]
 
+    known = {aspect_of(k) for k in present if k.startswith("human.")}
     rows = []
     for mcol in metrics:
         mvals = column(mcol)
-        for hcol in _targets(mcol, humans, match_aspects):
+        for hcol in _targets(mcol, humans, match_aspects, known):
             hvals = column(hcol)
             table = ScoreTable.build(mvals, hvals, groups, systems)
             for lv in levels:

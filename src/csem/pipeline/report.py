@@ -89,7 +89,7 @@ def write_report(run_dir: Path, cfg, state: dict) -> list[Path]:
         "## Judge",
         f"- judge `{cfg.annotate.judge}`, rubrics {', '.join(cfg.annotate.rubrics)}, mode `{cfg.annotate.mode}`",
         f"- judgments made {judged}, from cache {ann.get('cached')}, missing {ann.get('missing')}, "
-        f"tokens {ann.get('tokens')}, {judge_seconds:.1f} s"
+        f"prompt tokens {ann.get('prompt_tokens')}, completion tokens {ann.get('completion_tokens')}, {judge_seconds:.1f} s"
         + (f" ({judge_seconds / judged:.2f} s per judgment)" if judged else ""), "",
         "## Student",
         f"- encoder `{cfg.train.encoder}`, mode `{cfg.train.mode}`, trained on {state.get('train', {}).get('summary', {}).get('train_rows')} rows "

@@ -92,9 +92,11 @@ def plot_scatter(records: Sequence[Mapping], metric: str, human: str, path: str 
                  jitter: float = 0.06, seed: int = 0, title: str | None = None) -> Path:
     """Scatter of ``metric`` (y) against ``human`` (x) over all records with both present.
 
-    Human scores are jittered horizontally by ``jitter`` (they are discrete means) so that
-    overlapping points stay visible; one colour per ``system_id`` when there are at most 20
-    systems. The title gives the pooled Spearman rho and Kendall tau-b and the pair count.
+    Human scores are jittered horizontally by ``jitter`` (they are discrete means), and metric
+    scores vertically when they take at most 12 values (a 1-5 judge), so that overlapping points
+    stay visible; one colour per ``system_id`` when there are at most 20 systems; a black line
+    joins the mean metric score at each human score value. The title gives the pooled Spearman
+    rho and Kendall tau-b (on the unjittered scores) and the pair count.
 
     Returns:
         ``path``.
@@ -116,21 +118,29 @@ def plot_scatter(records: Sequence[Mapping], metric: str, human: str, path: str 
     rng = np.random.default_rng(seed)
     span = (h.max() - h.min()) or 1.0
     hj = h + rng.uniform(-jitter, jitter, len(h)) * span / 4
+    discrete = len(np.unique(m)) <= 12  # e.g. a 1-5 judge: jitter vertically too
+    mspan = (m.max() - m.min()) or 1.0
+    mj = m + rng.uniform(-jitter, jitter, len(m)) * mspan / 4 if discrete else m
     fig, ax = plt.subplots(figsize=(6.4, 4.6))
     uniq = list(dict.fromkeys(s for s in systems if s is not None))
     if 1 < len(uniq) <= 20:
         cmap = plt.get_cmap("tab20")
         for k, s in enumerate(uniq):
             idx = [i for i, x in enumerate(systems) if x == s]
-            ax.scatter(hj[idx], m[idx], s=10, alpha=0.6, color=cmap(k % 20), label=str(s), linewidths=0)
+            ax.scatter(hj[idx], mj[idx], s=10, alpha=0.6, color=cmap(k % 20), label=str(s), linewidths=0)
         ax.legend(fontsize=7, ncol=2, title="system", title_fontsize=7, loc="center left",
                   bbox_to_anchor=(1.01, 0.5), frameon=False)
     else:
-        ax.scatter(hj, m, s=10, alpha=0.5, linewidths=0)
+        ax.scatter(hj, mj, s=10, alpha=0.5, linewidths=0)
+    # mean metric score per human score value: the trend a reader looks for
+    levels = np.unique(h)
+    if len(levels) <= 40:
+        ax.plot(levels, [m[h == v].mean() for v in levels], color="black", linewidth=1.5, marker="o",
+                markersize=3, label="mean per human value")
     rho = stats.spearmanr(h, m).statistic
     tau = stats.kendalltau(h, m).statistic
     ax.set_xlabel(f"{human} (jittered)")
-    ax.set_ylabel(metric)
+    ax.set_ylabel(metric + (" (jittered)" if discrete else ""))
     ax.set_title(title or f"{metric} vs {human}: dataset-level ρ = {rho:.3f}, τ-b = {tau:.3f}, n = {len(h)}",
                  fontsize=10)
     ax.grid(alpha=0.3)

