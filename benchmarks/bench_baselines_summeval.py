@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import platform
 import sys
 import time
@@ -32,7 +33,7 @@ import torch
 from csem.baselines import bertscore, bleu, chrf, rouge_scores
 from csem.data.datasets import SUMMEVAL_ASPECTS, default_data_dir, load_summeval
 from csem.meta import evaluate, pivot_table
-from csem.report import to_markdown
+from csem.report import plot_correlations, to_markdown
 
 HERE = Path(__file__).resolve().parent
 PUBLISHED = {  # summary-level Spearman, G-Eval Table 1 (= UniEval Table 2, CSEM Table V)
@@ -129,12 +130,20 @@ def main() -> None:
         for meth in METHODS:
             cols = [c for c in p.columns if c[1] == meth and c[0] != "average"]
             md += ["", f"{lv}-level {meth} with 95% CI:", "", to_markdown(p[cols], low=lo[cols], high=hi[cols])]
+    load = os.getloadavg()
     md += ["", "## Time (this run)", "", "```", timing_text, "```",
-           f"{platform.processor() or platform.machine()}, torch threads {torch.get_num_threads()}, "
-           f"python {sys.version.split()[0]}"]
+           f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, torch threads "
+           f"{torch.get_num_threads()}, python {sys.version.split()[0]}; load average at the end "
+           f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1/5/15 min; the machine is shared, so seconds are "
+           "indicative, the ratios between baselines less so)."]
+    png = plot_correlations(df, args.out.with_suffix(".png"), level="summary", method="spearman",
+                            title="SummEval, summary-level Spearman with expert judgments (95% bootstrap CI)")
+    md[md.index("## ROUGE vs the published summary-level Spearman (G-Eval Table 1 / CSEM Table V)"):
+       md.index("## ROUGE vs the published summary-level Spearman (G-Eval Table 1 / CSEM Table V)")] = [
+        f"![summary-level Spearman per aspect]({png.name})", ""]
     args.out.with_suffix(".md").write_text("\n".join(md) + "\n", encoding="utf-8")
     payload = {"n_records": n, "bootstrap": args.bootstrap, "seed": args.seed, "kendall": "tau-b",
-               "rouge_comparison": comparison, "tables": tables, "timings_s": timings,
+               "rouge_comparison": comparison, "tables": tables, "timings_s": timings, "load_average": load,
                "rows": [{k: _clean(v) for k, v in row.items()} for row in df.to_dict(orient="records")]}
     args.out.with_suffix(".json").write_text(json.dumps(payload, indent=1), encoding="utf-8")
     print("\n".join(md[:len(comparison) + 12]))

@@ -191,7 +191,6 @@ def main() -> int:
                 log(f"sample-part {mode} doc {d[:20]}: {time.perf_counter() - t:.1f} s; {summ}")
                 for o in out:
                     res.setdefault(mode, {})[o["id"]] = o
-        from csem.judge.runner import ajudge_records  # noqa: F401  (params mirror the runner's)
         from csem.judge.backends.base import GenerationConfig
 
         stats = {}

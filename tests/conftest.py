@@ -102,3 +102,10 @@ def llama_server(smollm2_path):
     server = LlamaServer(smollm2_path).start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def llama_server_factory():
+    """The :class:`LlamaServer` class, for tests that need their own server (a key, no logprobs, a kill)."""
+    pytest.importorskip("llama_cpp.server", reason="pip install 'llama-cpp-python[server]'")
+    return LlamaServer

@@ -71,4 +71,19 @@ def test_compute_baselines_writes_columns():
     cols = compute_baselines(recs, ["rouge1", "chrf"])
     assert cols == ["metric.rouge1", "metric.chrf"]
     assert all(isinstance(r["metric.rouge1"], float) for r in recs)
-    assert set(BASELINES) == {"rouge1", "rouge2", "rougeL", "bleu", "chrf", "bertscore"}
+    assert set(BASELINES) == {"rouge1", "rouge2", "rougeL", "rougeLsum", "bleu", "chrf", "bertscore"}
+    mean = [dict(r) for r in RECS]
+    compute_baselines(mean, ["rougeL"], multi_ref="mean")
+    assert mean[0]["metric.rougeL"] == pytest.approx(rouge(RECS[:1], "rougeL", reduce="mean")[0])
+    assert mean[0]["metric.rougeL"] < rouge(RECS[:1], "rougeL")[0]  # mean of two unequal scores < max
+
+
+def test_rougeLsum_splits_sentences():
+    from csem.baselines.rouge import split_sentences
+
+    assert split_sentences("One here. Two there! Three?") == "One here.\nTwo there!\nThree?"
+    assert split_sentences("kept\nas is. really") == "kept\nas is. really"
+    # union LCS over sentences: order of sentences does not matter for rougeLsum, it does for rougeL
+    rec = [{"candidate": "the dog barks. the cat sleeps.", "reference": "the cat sleeps. the dog barks."}]
+    assert rouge(rec, "rougeLsum") == [pytest.approx(1.0)]
+    assert rouge(rec, "rougeL")[0] < 0.99

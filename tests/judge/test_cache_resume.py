@@ -16,10 +16,12 @@ import yaml
 from csem.judge import JudgmentCache, judge_records, judgment_key
 
 
-def test_second_run_judges_nothing(smol, tiny_rubric, tiny_records, tmp_path):
+def test_second_run_judges_nothing(smol, tiny_rubric, tiny_records, tmp_path, capsys):
     db = tmp_path / "c.sqlite"
     first, s1 = judge_records(tiny_records, tiny_rubric, smol, cache=db, progress=False)
-    second, s2 = judge_records(tiny_records, tiny_rubric, smol, cache=db, progress=False)
+    second, s2 = judge_records(tiny_records, tiny_rubric, smol, cache=db, progress=True)
+    err = capsys.readouterr().err  # the rich progress bar (count, elapsed, ETA) goes to stderr
+    assert f"{len(tiny_records)}/{len(tiny_records)}" in err and "ETA" in err
     assert (s1.judged, s1.cached) == (len(tiny_records), 0)
     assert (s2.judged, s2.cached) == (0, len(tiny_records))
     assert [r["judge.coherence"] for r in first] == [r["judge.coherence"] for r in second]

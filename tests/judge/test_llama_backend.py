@@ -24,8 +24,9 @@ def test_probs_mass_scale_determinism_and_prefix_reuse(smol, tiny_rubric, tiny_r
     assert a.score == pytest.approx(sum(s * p for s, p in a.probs.items()) / a.mass)
     # same prompt again: the whole prompt is cached, only the last token is re-run
     b = run_sync(score_probs(smol, msgs, tiny_rubric.scale.values))
-    assert b.evaluated_tokens <= 3 < b.prompt_tokens  # last prompt token + at most the " " variant nodes
-    assert b.score == pytest.approx(a.score, abs=1e-4)
+    # only the last, partial block is re-run (+ the " s" variant node); the result is bitwise the same
+    assert b.evaluated_tokens <= 2 * smol.block_size < b.prompt_tokens
+    assert b.score == a.score and b.probs == a.probs
     # a sibling candidate of the same source reuses the source prefix ...
     sib = _msgs(tiny_rubric, tiny_records[1])
     reused = run_sync(score_probs(smol, sib, tiny_rubric.scale.values))
@@ -37,9 +38,8 @@ def test_probs_mass_scale_determinism_and_prefix_reuse(smol, tiny_rubric, tiny_r
     finally:
         smol.prefix_reuse = True
     assert cold.evaluated_tokens >= cold.prompt_tokens
-    assert cold.score == pytest.approx(reused.score, abs=1e-4)
-    for s in cold.probs:
-        assert cold.probs[s] == pytest.approx(reused.probs[s], abs=1e-4)
+    assert cold.score == pytest.approx(reused.score, abs=1e-4)  # the bound; in fact bitwise equal:
+    assert cold.probs == reused.probs
 
 
 def test_multi_token_scales_use_the_chain_rule(smol, tiny_rubric, tiny_records):
@@ -63,7 +63,7 @@ def test_runner_scores_do_not_depend_on_order(smol, tiny_rubric, tiny_records):
     assert [r["id"] for r in fwd] == [r["id"] for r in tiny_records]  # input order kept
     by_id = {r["id"]: r["judge.coherence"] for r in rev}
     for r in fwd:
-        assert r["judge.coherence"] == pytest.approx(by_id[r["id"]], abs=1e-4)
+        assert r["judge.coherence"] == by_id[r["id"]]  # bitwise: aligned blocks make the cache state irrelevant
         assert 0.0 <= r["judge.coherence.mass"] <= 1.0 + 1e-9
     assert s1.judged == s2.judged == len(tiny_records) and s1.cached == 0
     # one source prefix evaluated once per group: fewer tokens evaluated than prompted
@@ -121,3 +121,14 @@ def test_unknown_backend_and_bad_records(tiny_rubric):
         judge_records([{"id": "7", "candidate": "c"}], tiny_rubric, "llama-cpp:smollm2", progress=False)
     with pytest.raises(ValueError, match="unknown mode"):
         judge_records([], tiny_rubric, "llama-cpp:smollm2", mode="vote")
+
+
+def test_multi_aspect_rubric_one_score_per_aspect_sharing_the_prompt(smol):
+    recs = [{"id": "t1", "source": "this movie was awful", "candidate": "This movie was wonderful."},
+            {"id": "t2", "source": "this movie was awful", "candidate": "movie good."}]
+    rows, summ = judge_records(recs, "csem/tst-multi-ref-free", smol, progress=False)
+    for r in rows:
+        for a in ("content", "style", "fluency"):
+            assert 1.0 <= r[f"judge.{a}"] <= 5.0
+    # the three prompts of a candidate differ only in their last line: the long head is evaluated once
+    assert summ.judged == 6 and summ.evaluated_tokens < summ.prompt_tokens / 3

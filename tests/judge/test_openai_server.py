@@ -30,11 +30,9 @@ def test_probs_via_logprobs_and_sample_mode(llama_server, tiny_rubric, tiny_reco
 
 
 @pytest.fixture()
-def keyed_server_without_logprobs(smollm2_path):
+def keyed_server_without_logprobs(smollm2_path, llama_server_factory):
     """A server that requires an API key and was started without logits (rejects logprobs)."""
-    from conftest import LlamaServer
-
-    s = LlamaServer(smollm2_path, api_key=KEY, extra=("--logits_all", "false")).start()
+    s = llama_server_factory(smollm2_path, api_key=KEY, extra=("--logits_all", "false")).start()
     yield s
     s.stop()
 
@@ -62,10 +60,8 @@ def test_key_never_leaks_and_rejected_logprobs_fall_back(keyed_server_without_lo
                                        if db.with_name(db.name + "-wal").exists() else b"")
 
 
-def test_server_killed_mid_run_then_resumed(smollm2_path, tiny_rubric, tmp_path):
-    from conftest import LlamaServer
-
-    srv = LlamaServer(smollm2_path).start()
+def test_server_killed_mid_run_then_resumed(smollm2_path, llama_server_factory, tiny_rubric, tmp_path):
+    srv = llama_server_factory(smollm2_path).start()
     recs = [{"id": str(i), "source": f"Note {i}: the shop on Elm Street opens at {i} am.",
              "candidate": f"The Elm Street shop opens at {i}."} for i in range(8)]
     db = tmp_path / "c.sqlite"

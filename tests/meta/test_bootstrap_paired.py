@@ -93,3 +93,16 @@ def test_paired_uses_common_items_only_and_errors():
         paired_test(recs, "metric.a", "metric.zz", "human.q")
     with pytest.raises(ValueError, match="unknown test"):
         paired_test(recs, "metric.a", "metric.b", "human.q", test="t-test")
+
+
+def test_compare_rows_of_an_evaluate_table():
+    from csem.meta import compare, evaluate
+
+    recs = _records(noise_b=2.0)
+    df = evaluate(recs, ["metric.a", "metric.b"], ["human.q"], levels=["summary", "system"], bootstrap=0)
+    out = compare(recs, df, "a", "b", method="kendall", n=200, seed=0)
+    assert list(out.level) == ["summary", "system"] and (out.aspect == "q").all()
+    direct = paired_test(recs, "metric.a", "metric.b", "human.q", level="summary", method="kendall", n=200, seed=0)
+    assert out.p_value.iloc[0] == direct.p_value and out.delta.iloc[0] == pytest.approx(direct.delta)
+    with pytest.raises(ValueError, match="'c' is not a metric"):
+        compare(recs, df, "a", "c")

@@ -80,3 +80,35 @@ def test_meta_eval_errors(files):
     assert res.exit_code == 2 and "tastiness" in res.output
     res = _run(["meta-eval", "--data", str(data)])
     assert res.exit_code == 2 and "nothing to evaluate" in res.output
+
+
+def test_meta_eval_compare(files):
+    tmp, data, pred, _, _, _ = files
+    res = _run(["meta-eval", "--data", str(data), "--pred", str(pred), "--baseline", "rouge1",
+                "--level", "summary", "--method", "kendall", "--bootstrap", "100", "--compare", "judge,rouge1",
+                "--out", str(tmp / "cmp")])
+    assert res.exit_code == 0, res.output
+    assert "judge better than rouge1?" in res.output
+    comp = json.loads((tmp / "cmp.json").read_text())["comparison"]
+    assert [c["aspect"] for c in comp] == ["coherence", "consistency", "fluency", "relevance"]
+    table = pd.read_csv(tmp / "cmp.csv")
+    for c in comp:
+        row = table[(table.metric == "judge") & (table.aspect == c["aspect"])].iloc[0]
+        # the paired test compares on items where both are present: judge misses the 4 extractive systems
+        assert c["metric_a"] == f"judge.{c['aspect']}" and c["n_common"] == row.n_pairs
+        assert 0 <= c["p_value"] <= 1 and c["ci_low"] <= c["delta"] <= c["ci_high"]
+    res = _run(["meta-eval", "--data", str(data), "--baseline", "rouge1", "--bootstrap", "0", "--compare", "rouge1"])
+    assert res.exit_code == 2 and "two row names" in res.output
+    res = _run(["meta-eval", "--data", str(data), "--baseline", "rouge1", "--bootstrap", "0", "--compare", "rouge1,bleu"])
+    assert res.exit_code == 2 and "'bleu' is not a metric of the table" in res.output
+
+
+def test_meta_eval_loader_options(shared_data, tmp_path):
+    res = _run(["meta-eval", "--data", "summeval-shen2023", "--data-path", str(shared_data / "summeval_llm_shen2023"),
+                "--data-option", "judge=gpt-3.5-turbo-0301", "--data-option", "method=mcq", "--aspect", "coherence",
+                "--level", "summary", "--method", "spearman", "--bootstrap", "0", "--out", str(tmp_path / "mcq")])
+    assert res.exit_code == 0, res.output
+    df = pd.read_csv(tmp_path / "mcq.csv")
+    assert round(df.value.iloc[0], 3) == 0.427  # shared README: gpt-3.5 mcq coherence
+    res = _run(["meta-eval", "--data", "summeval", "--data-option", "colour=blue", "--baseline", "rouge1"])
+    assert res.exit_code == 2 and "colour" in res.output

@@ -51,7 +51,7 @@ def test_every_stage_writes_its_file(finished_run):
     tmp, p, rows = finished_run
     rd = p.run_dir
     for f in ("candidates.jsonl", "labelled.jsonl", "model/model.safetensors", "model/metric_card.json",
-              "scored.jsonl", "meta.json", "report.md", "report.html", "figures/student_vs_judge.png"):
+              "scored.jsonl", "meta.json", "report.md", "report.html", "figures/student_vs_judge_coherence.png"):
         assert (rd / f).exists(), f
     cands = read_records(rd / "candidates.jsonl")
     assert {r["split"] for r in cands} == {"train", "dev", "test"}

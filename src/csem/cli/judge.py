@@ -101,8 +101,9 @@ def judge(
         from rich.table import Table
 
         t = Table(title="built-in rubrics")
-        for c in ("id", "aspects", "scale", "source", "reference"):
-            t.add_column(c)
+        t.add_column("id", no_wrap=True)
+        for c in ("aspects", "scale", "source", "reference"):
+            t.add_column(c, overflow="fold")
         for rid in list_rubrics():
             r = load_rubric(rid)
             t.add_row(rid, ",".join(r.aspect_names), f"{r.scale.min}-{r.scale.max}{r.unit}",

@@ -44,12 +44,29 @@ def _print_pivot(console, pivot, title: str, to_rich) -> None:
         console.print(to_rich(sub, title=f"{method}"))
 
 
+def _print_comparison(console, comparison, a: str, b: str, n: int) -> None:
+    from rich.table import Table
+
+    first = comparison.iloc[0]
+    t = Table(title=f"paired {first['test']} test ({first['method']}, {n} resamples): {a} better than {b}?",
+              caption="one-sided p over documents (Koehn 2004; Deutsch et al. 2021)")
+    for c in ("aspect", "level", "A", "B", "delta", "95% CI of delta", "p"):
+        t.add_column(c, justify="left" if c in ("aspect", "level") else "right")
+    for _, r in comparison.iterrows():
+        t.add_row(r["aspect"], r["level"], f"{r['value_a']:.3f}", f"{r['value_b']:.3f}", f"{r['delta']:+.3f}",
+                  f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]",
+                  f"< {1 / n:.2g}" if r["p_value"] == 0 else f"{r['p_value']:.3f}")
+    console.print(t)
+
+
 @app.command("meta-eval")
 def meta_eval(
     data: str = typer.Option(..., "--data", help="records file with human.<aspect> columns, or a dataset name "
                              "(summeval, topical_chat, newsroom, realsumm, qags, wmt21-mqm, wmt23-da, ...)"),
     data_path: Optional[Path] = typer.Option(None, "--data-path", help="local copy of the named dataset "
                                              "(default: $CSEM_DATA or ../shared/data)"),
+    data_option: Optional[list[str]] = typer.Option(None, "--data-option", help="KEY=VALUE passed to the dataset "
+                                                    "loader, e.g. judge=gpt-3.5-turbo-0301 method=mcq (repeatable)"),
     pred: Optional[list[str]] = typer.Option(None, "--pred", help="prediction file(s) with metric.*/judge.* "
                                              "columns and the data's id (comma-separated or repeated)"),
     baseline: Optional[list[str]] = typer.Option(None, "--baseline", help="compute baselines on the fly: "
@@ -64,6 +81,8 @@ def meta_eval(
                                help="comma-separated: spearman, kendall (tau-b), kendall_c, pearson"),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="bootstrap resamples of documents for CIs (0 = none)"),
     seed: int = typer.Option(0, "--seed"),
+    compare: Optional[str] = typer.Option(None, "--compare", help="A,B: paired bootstrap test that metric A "
+                                          "correlates better than B (row names of the table), per aspect and level"),
     out: Optional[Path] = typer.Option(None, "--out", help="write PREFIX.csv (long table) and PREFIX.json"),
     plot: Optional[Path] = typer.Option(None, "--plot", help="folder for PNG figures"),
     plot_aspect: Optional[str] = typer.Option(None, "--plot-aspect", help="aspect of the scatter plot"),
@@ -89,13 +108,19 @@ def meta_eval(
         raise typer.BadParameter(f"unknown level(s) {bad}; use summary, system, dataset or all", param_hint="--level")
     methods = _split([method])
     try:
-        records = load_data(data, path=data_path)
+        options = {}
+        for kv in data_option or []:
+            if "=" not in kv:
+                raise ValueError(f"--data-option '{kv}' must look like KEY=VALUE")
+            k, v = kv.split("=", 1)
+            options[k.strip().replace("-", "_")] = int(v) if v.strip().isdigit() else v.strip()
+        records = load_data(data, path=data_path, **options)
         join_predictions(records, _split(pred))
         names = _split(baseline)
         if names:
             with console.status(f"computing baselines {names} on {len(records)} records"):
                 compute_baselines(records, names, multi_ref=multi_ref)
-    except (ValueError, RecordError, FileNotFoundError, KeyError) as exc:
+    except (ValueError, TypeError, RecordError, FileNotFoundError, KeyError) as exc:
         _error(console, exc)
         raise typer.Exit(2) from exc
     humans = score_columns(records, ("human.",))
@@ -126,6 +151,21 @@ def meta_eval(
                 f"skipped {int(sub['n_skipped'].min())}-{int(sub['n_skipped'].max())}, "
                 f"missing pairs {int(sub['n_missing'].max())}; Kendall = tau-b")
         _print_pivot(console, pivots[lv], note, to_rich)
+    comparison = None
+    if compare:
+        from csem.meta import compare as compare_metrics
+
+        pair = _split([compare])
+        if len(pair) != 2:
+            _error(console, f"--compare needs two row names A,B, got {compare!r}")
+            raise typer.Exit(2)
+        try:
+            comparison = compare_metrics(records, df, pair[0], pair[1], levels=levels, method=methods[0],
+                                         n=bootstrap or 1000, seed=seed)
+        except ValueError as exc:
+            _error(console, exc)
+            raise typer.Exit(2) from exc
+        _print_comparison(console, comparison, pair[0], pair[1], bootstrap or 1000)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         df.to_csv(out.with_name(out.name + ".csv"), index=False)
@@ -136,6 +176,8 @@ def meta_eval(
             "rows": [{k: _clean(v) for k, v in row.items()} for row in df.to_dict(orient="records")],
             "tables": {lv: {str(m): {f"{a}/{meth}": _clean(float(v)) for (a, meth), v in row.items()}
                             for m, row in p.iterrows()} for lv, p in pivots.items()},
+            "comparison": None if comparison is None else
+            [{k: _clean(v) for k, v in row.items()} for row in comparison.to_dict(orient="records")],
         }
         out.with_name(out.name + ".json").write_text(json.dumps(payload, indent=1), encoding="utf-8")
         console.print(f"wrote {out}.csv and {out}.json")

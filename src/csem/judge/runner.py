@@ -225,7 +225,8 @@ async def ajudge_records(
                         summary.errors.append(msg)
                     break
                 state["consecutive_failures"] = 0
-                store.put(key, backend=backend.id, mode=j.mode, rubric=job.rubric.id, aspect=job.aspect, score=j.score,
+                store.put(key, backend=backend.id, mode=j.mode, rubric=f"{job.rubric.id}@{job.rubric.version}",
+                          aspect=job.aspect, score=j.score,
                           missing=j.missing, raw=j.raw, mass=j.mass, probs=j.probs, prompt_tokens=j.prompt_tokens,
                           completion_tokens=j.completion_tokens, latency_s=j.latency_s)
                 break

@@ -105,7 +105,7 @@ def evaluate(
     for lv in levels:
         if lv not in LEVELS:
             raise ValueError(f"unknown level '{lv}'; choose from {LEVELS}")
-    groups = [r.get("doc_id", r.get("id", i)) for i, r in enumerate(records)]
+    groups = [r["doc_id"] if r.get("doc_id") is not None else r.get("id", i) for i, r in enumerate(records)]
     systems = [r.get("system_id") for r in records]
     if "system" in levels and any(s is None for s in systems):
         raise ValueError("system-level correlation needs 'system_id' in every record")

@@ -11,7 +11,7 @@ from csem.data.records import RecordError, read_records
 SCORE_PREFIXES = ("metric.", "judge.")
 
 
-def load_data(spec: str | Path, *, path: str | Path | None = None) -> list[dict]:
+def load_data(spec: str | Path, *, path: str | Path | None = None, **options) -> list[dict]:
     """Records with ``human.*`` columns from a file or a dataset name.
 
     Args:
@@ -19,6 +19,7 @@ def load_data(spec: str | Path, *, path: str | Path | None = None) -> list[dict]
             :func:`csem.data.datasets.load_dataset` (``summeval``, ``topical_chat``, ``newsroom``,
             ``realsumm``, ``qags``, ``wmt21-mqm``, ``wmt23-da``, ...).
         path: local copy of the named dataset (default: under ``default_data_dir()``).
+        options: keyword arguments of the named dataset's loader (e.g. ``judge``, ``method``).
 
     Raises:
         ValueError: neither an existing file nor a known dataset name; the file has no
@@ -29,13 +30,18 @@ def load_data(spec: str | Path, *, path: str | Path | None = None) -> list[dict]
 
     p = Path(spec)
     if p.is_file():
+        if options:
+            raise ValueError(f"loader options {sorted(options)} only apply to a dataset name, not to the file {p}")
         recs = read_records(p, required=())
         if not any(k.startswith("human.") for r in recs for k in r):
             raise ValueError(f"{p}: no 'human.<aspect>' column; meta-evaluation needs human scores")
         return recs
     names = {n.lower().replace("_", "-") for n in dataset_names()}
     if str(spec).lower().replace("_", "-") in names:
-        return load_dataset(str(spec), path)
+        try:
+            return load_dataset(str(spec), path, **options)
+        except TypeError as exc:  # an option the loader does not take
+            raise ValueError(f"dataset '{spec}': {exc}") from exc
     raise ValueError(f"--data '{spec}' is neither a file nor a dataset name; datasets: {dataset_names()}")
 
 

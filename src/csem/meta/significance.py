@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
 from csem.meta.bootstrap import bootstrap_samples, resample_counts
 from csem.meta.scores import ScoreTable, level_value, per_document
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,7 @@ def paired_test(
     a, b, h = col(metric_a), col(metric_b), col(human)
     common = ~(np.isnan(a) | np.isnan(b) | np.isnan(h))
     a, b, h = np.where(common, a, np.nan), np.where(common, b, np.nan), np.where(common, h, np.nan)
-    groups = [r.get("doc_id", r.get("id", i)) for i, r in enumerate(records)]
+    groups = [r["doc_id"] if r.get("doc_id") is not None else r.get("id", i) for i, r in enumerate(records)]
     systems = [r.get("system_id") for r in records]
     if level == "system" and any(s is None for s in systems):
         raise ValueError("system-level test needs 'system_id' in every record")
@@ -138,3 +141,56 @@ def paired_test(
         p = float((1 + np.sum(perm_arr >= delta - 1e-12)) / (1 + len(perm_arr)))
     return PairedTestResult(metric_a, metric_b, human, level, method, test, float(delta), p, lo, hi,
                             float(va), float(vb), n, ta.n_docs, int(common.sum()))
+
+
+def compare(
+    records: Sequence[Mapping],
+    table: pd.DataFrame,
+    metric_a: str,
+    metric_b: str,
+    *,
+    levels: Sequence[str] | None = None,
+    method: str = "kendall",
+    test: str = "bootstrap",
+    n: int = 1000,
+    seed: int | None = 0,
+) -> pd.DataFrame:
+    """Paired tests of two rows of an :func:`csem.meta.evaluate` table, for every aspect they share.
+
+    Args:
+        records: the records ``table`` was computed on.
+        table: long table of :func:`csem.meta.evaluate` (maps row labels and aspects to columns).
+        metric_a, metric_b: row labels (``rouge1``, ``judge``) or score columns.
+        levels: default: the levels in ``table``. method, test, n, seed: see :func:`paired_test`.
+
+    Returns:
+        DataFrame with one row per (aspect, level): ``aspect``, ``level``, ``method``, ``test``,
+        ``metric_a``, ``metric_b`` (the columns), ``value_a``, ``value_b``, ``delta``,
+        ``p_value`` (one-sided, A better), ``ci_low``, ``ci_high``, ``n_common``.
+
+    Raises:
+        ValueError: a label is not in ``table`` or the two share no aspect.
+    """
+    import pandas as pd
+
+    def columns(label: str) -> dict[str, str]:
+        sub = table[(table["metric"] == label) | (table["column"] == label)]
+        return dict(zip(sub["aspect"], sub["column"]))
+
+    ca, cb = columns(metric_a), columns(metric_b)
+    for label, c in ((metric_a, ca), (metric_b, cb)):
+        if not c:
+            raise ValueError(f"'{label}' is not a metric of the table; metrics: {sorted(set(table['metric']))}")
+    shared = [a for a in ca if a in cb]
+    if not shared:
+        raise ValueError(f"'{metric_a}' and '{metric_b}' share no aspect")
+    rows = []
+    for aspect in shared:
+        for level in levels or list(dict.fromkeys(table["level"])):
+            r = paired_test(records, ca[aspect], cb[aspect], f"human.{aspect}", level=level, method=method,
+                            test=test, n=n, seed=seed)
+            rows.append({"aspect": aspect, "level": level, "method": method, "test": test,
+                         "metric_a": r.metric_a, "metric_b": r.metric_b, "value_a": r.value_a,
+                         "value_b": r.value_b, "delta": r.delta, "p_value": r.p_value, "ci_low": r.ci_low,
+                         "ci_high": r.ci_high, "n_common": r.n_common})
+    return pd.DataFrame(rows)

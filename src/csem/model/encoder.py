@@ -117,7 +117,14 @@ class HFEncoder(Encoder):
         cfg = AutoConfig.from_pretrained(path)
         # the pooler of BERT-likes is unused here: leave it out where the architecture allows
         kw = {"add_pooling_layer": False} if cfg.model_type in _WITH_POOLER else {}
-        self.model = AutoModel.from_pretrained(path, **kw) if load_weights else AutoModel.from_config(cfg, **kw)
+        from transformers.utils import logging as hf_logging
+
+        level = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()  # the unused pooler's weights would be reported as "unexpected"
+        try:
+            self.model = AutoModel.from_pretrained(path, **kw) if load_weights else AutoModel.from_config(cfg, **kw)
+        finally:
+            hf_logging.set_verbosity(level)
         n_layers = int(self.model.config.num_hidden_layers) + 1
         self.mix = LayerwiseMix(n_layers) if pooling == "layerwise-mix" else None
 

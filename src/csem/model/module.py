@@ -11,7 +11,9 @@ supplies the loop, devices, precision and distribution.
 
 from __future__ import annotations
 
+import logging
 import math
+import time
 from typing import Any, Mapping, Sequence
 
 import lightning as L
@@ -24,6 +26,8 @@ from csem.model.encoder import build_encoder
 from csem.model.features import combine, feature_size
 from csem.model.heads import FeedForward
 from csem.model.losses import expected_value, mse_loss, pairwise_ranking_loss, star_ce_loss
+
+log = logging.getLogger("csem.model")
 
 
 class EvaluationModule(L.LightningModule):
@@ -152,6 +156,14 @@ class EvaluationModule(L.LightningModule):
         elif self._frozen:
             self.unfreeze_encoder()
 
+    def on_train_epoch_start(self) -> None:
+        self._epoch_t0 = time.perf_counter()
+
+    def on_train_epoch_end(self) -> None:
+        log.info("epoch %d: %d steps so far, %.0f s, encoder %s", self.current_epoch, self.global_step,
+                 time.perf_counter() - getattr(self, "_epoch_t0", time.perf_counter()),
+                 "frozen" if self._frozen else "trained")
+
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
         loss = self.loss(batch)
         self.log("train_loss", loss, batch_size=len(batch.ids), prog_bar=True)
@@ -185,6 +197,8 @@ class EvaluationModule(L.LightningModule):
         report["epoch"] = int(self.current_epoch)
         report["global_step"] = int(self.global_step)
         self.history.append(report)
+        log.info("epoch %d dev (%s level) vs labels: %s", self.current_epoch, report["level"],
+                 ", ".join(f"{k} {v:.3f}" for k, v in report["mean"].items()))
         self.log("val_monitor", -1.0 if math.isnan(monitor) else monitor, prog_bar=True)
         for key, value in report["mean"].items():
             self.log(f"val_{key}", -1.0 if value is None or math.isnan(value) else value)

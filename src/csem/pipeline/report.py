@@ -13,6 +13,7 @@ from pathlib import Path
 
 from csem.data.records import read_records
 from csem.pipeline.agreement import aspect_of, student_col
+from csem.report.plots import plot_scatter
 
 
 def _figures(run_dir: Path, state: dict) -> list[tuple[str, Path]]:
@@ -26,22 +27,11 @@ def _figures(run_dir: Path, state: dict) -> list[tuple[str, Path]]:
     fig_dir.mkdir(exist_ok=True)
     label_cols = state.get("train", {}).get("summary", {}).get("label_cols", [])
     scored = [r for r in read_records(run_dir / "scored.jsonl") if r.get("split") == "test"]
-    if label_cols and scored:
-        fig, axes = plt.subplots(1, len(label_cols), figsize=(4.2 * len(label_cols), 3.8), squeeze=False)
-        for ax, col in zip(axes[0], label_cols):
-            scol = student_col(scored, aspect_of(col))
-            pts = [(r[col], r[scol]) for r in scored if r.get(col) is not None and r.get(scol) is not None]
-            if pts:
-                ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=14, alpha=0.7)
-            ax.set_xlabel(f"judge ({col})")
-            ax.set_ylabel("student")
-            ax.set_title(f"{aspect_of(col)}: held-out sources")
-            ax.grid(alpha=0.3)
-        fig.tight_layout()
-        p = fig_dir / "student_vs_judge.png"
-        fig.savefig(p, dpi=110)
-        plt.close(fig)
-        figs.append(("Student vs judge on held-out sources", p))
+    for col in label_cols:
+        aspect = aspect_of(col)
+        p = plot_scatter(scored, student_col(scored, aspect), col, fig_dir / f"student_vs_judge_{aspect}.png",
+                         title=f"{aspect}: student vs judge, held-out sources")
+        figs.append((f"Student vs judge ({aspect}) on held-out sources", p))
     history = state.get("train", {}).get("summary", {}).get("history") or []
     if history:
         fig, ax = plt.subplots(figsize=(5.5, 3.5))

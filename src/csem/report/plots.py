@@ -51,7 +51,7 @@ def plot_correlations(df: pd.DataFrame, path: str | Path, *, level: str = "summa
     aspects = list(dict.fromkeys(sub["aspect"]))
     metrics = list(dict.fromkeys(sub["metric"]))
     width = 0.8 / max(len(metrics), 1)
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.2 + 0.5 * len(aspects) * len(metrics) * 0.6 + 1.5 * len(aspects)), 4.2))
+    fig, ax = plt.subplots(figsize=(min(12.0, max(6.0, 2.0 + 0.35 * len(aspects) * len(metrics))), 4.2))
     cmap = plt.get_cmap("tab10" if len(metrics) <= 10 else "tab20")
     x = np.arange(len(aspects))
     for j, m in enumerate(metrics):
