@@ -51,6 +51,7 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=80)
     ap.add_argument("--encoder", default="minilm")
     ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: min(2, cores))")
     ap.add_argument("--cache", default=str(HERE / ".cache" / "judge.sqlite"))
     ap.add_argument("--out", default=str(HERE / "results" / "pipeline_summeval"))
     args = ap.parse_args()
@@ -70,15 +71,19 @@ def main() -> None:
 
     # stage i: candidates from the local generator for the training documents
     sources = [{"id": d, "source": next(r["source"] for r in train_sys if r["doc_id"] == d)} for d in sorted(train_docs)]
+    opts = {"n_threads": args.threads} if args.threads else {}
+    from csem.collect.backend_generator import BackendGenerator
+
     gen, gsum = collect_candidates(sources, [GeneratorSpec(uri=args.generator, name="local-gen", num_samples=args.num_samples)],
                                    decoding=DecodingConfig(max_tokens=args.max_tokens), include_reference=False,
-                                   partial_path=out.with_name(out.name + ".candidates.partial.jsonl"))
+                                   partial_path=out.with_name(out.name + ".candidates.partial.jsonl"),
+                                   open_fn=lambda uri: BackendGenerator(uri, **opts))
     print(f"collect: {gsum.as_dict()}", flush=True)
 
     # stage ii: the local judge on the training pool and on the test documents
-    pool, s_train = judge_records(train_sys + gen, rubrics, args.judge, cache=args.cache)
+    pool, s_train = judge_records(train_sys + gen, rubrics, args.judge, cache=args.cache, backend_options=opts)
     print(f"judge (train pool): {s_train.as_dict()}", flush=True)
-    test_j, s_test = judge_records(test_recs, rubrics, args.judge, cache=args.cache)
+    test_j, s_test = judge_records(test_recs, rubrics, args.judge, cache=args.cache, backend_options=opts)
     print(f"judge (test): {s_test.as_dict()}", flush=True)
 
     # stage iii: the student, trained on judge labels only; 5 training documents held out as dev

@@ -132,3 +132,20 @@ def test_multi_aspect_rubric_one_score_per_aspect_sharing_the_prompt(smol):
             assert 1.0 <= r[f"judge.{a}"] <= 5.0
     # the three prompts of a candidate differ only in their last line: the long head is evaluated once
     assert summ.judged == 6 and summ.evaluated_tokens < summ.prompt_tokens / 3
+
+
+def test_plugin_backends_register_a_uri_scheme(smol, tiny_rubric, tiny_records):
+    from csem.judge import register_backend
+    from csem.judge.backends import backend_schemes
+
+    seen = {}
+
+    def factory(target, **options):
+        seen.update(target=target, **options)
+        return smol
+
+    register_backend("test-plugin", factory)
+    assert {"local", "llama-cpp", "openai", "test-plugin"} <= set(backend_schemes())
+    rows, _ = judge_records(tiny_records[:1], tiny_rubric, "test-plugin:some/model", progress=False,
+                            backend_options={"flavour": "x"})
+    assert seen == {"target": "some/model", "flavour": "x"} and rows[0]["judge.coherence"] is not None

@@ -254,10 +254,13 @@ async def ajudge_records(
         if own_cache:
             store.close()
 
+    by_record: dict[int, list[str]] = {}
+    for job in jobs:
+        by_record.setdefault(job.index, []).append(job.column)
     out = []
     for i, rec in enumerate(recs):
         row = dict(rec)
-        for job_col in dict.fromkeys(c for (idx, c) in results if idx == i):
+        for job_col in sorted(by_record.get(i, []), key=list(columns.values()).index):
             j = results[(i, job_col)]
             col = f"judge.{job_col}"
             row[col] = j.score

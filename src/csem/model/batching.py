@@ -136,11 +136,14 @@ class BatchBuilder:
         chunks, bounds = [], []
         start = 0
         while start < len(sorted_toks):
-            end = start
+            end, real = start, 0
             while end < len(sorted_toks) and end - start < self.chunk_size:
-                # sorted ascending: the candidate row is the longest so far
-                if (end - start + 1) * len(sorted_toks[end]) > self.max_chunk_tokens and end > start:
+                # sorted ascending: the next row is the longest so far; close the chunk before it would
+                # exceed the token budget or make padding outweigh the real tokens (length bucketing)
+                padded = (end - start + 1) * len(sorted_toks[end])
+                if end > start and (padded > self.max_chunk_tokens or padded > 2 * (real + len(sorted_toks[end]))):
                     break
+                real += len(sorted_toks[end])
                 end += 1
             chunks.append(self.encoder.pad(sorted_toks[start:end]))
             bounds.append((start, end))
