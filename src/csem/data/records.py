@@ -281,6 +281,9 @@ def write_records(records: Iterable[Mapping[str, Any]], path: str | Path, *, fmt
         import pyarrow as pa
         import pyarrow.parquet as pq
 
+        if any(isinstance(r.get("reference"), list) for r in rows):
+            # one Arrow type per column: a single reference becomes a one-element list
+            rows = [dict(r, reference=[r["reference"]]) if isinstance(r.get("reference"), str) else r for r in rows]
         pq.write_table(pa.Table.from_pylist(rows), tmp)
     tmp.replace(path)
     return path
