@@ -87,9 +87,10 @@ def main() -> None:
     test_j, s_test = judge_records(test_recs, rubrics, args.judge, cache=args.cache, backend_options=opts)
     print(f"judge (test): {s_test.as_dict()}", flush=True)
 
-    # stage iii: the student, trained on judge labels only; 5 training documents held out as dev
+    # stage iii: the student, trained on judge labels only; 20% of the training documents (judge
+    # labels, no human score) held out as dev for checkpoint selection
     cols = [f"judge.{a}" for a in aspects]
-    dev_docs = set(sorted(train_docs)[-5:])
+    dev_docs = set(sorted(train_docs)[-max(1, round(0.2 * len(train_docs))):])
     tr = [r for r in pool if r["doc_id"] not in dev_docs]
     dv = [r for r in pool if r["doc_id"] in dev_docs]
     t0 = time.perf_counter()
