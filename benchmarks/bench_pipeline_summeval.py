@@ -102,7 +102,7 @@ def main() -> None:
                   train_config=TrainConfig(max_epochs=args.epochs, frozen_epochs=frozen, head_lr=3e-4, patience=4,
                                            num_threads=2), dev_records=dv,
                   label_range={c: (1.0, 3.0) if c == "judge.fluency" else (1.0, 5.0) for c in cols},
-                  judge=args.judge, rubric=",".join(rubrics), out_dir=out.with_name(out.name + "_model"))
+                  judge=args.judge, rubric=",".join(rubrics), out_dir=HERE / ".cache" / "pipeline_summeval_model")
     train_s = time.perf_counter() - t0
 
     t0 = time.perf_counter()
