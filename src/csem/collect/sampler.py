@@ -142,6 +142,10 @@ def collect_candidates(
         ValueError: a source has no id or an empty text; no generators; ids repeat.
     """
     decoding = decoding or DecodingConfig()
+    for name, value, allowed in (("keep", keep, ("all", "one")), ("duplicates", duplicates, ("drop", "keep")),
+                                 ("empty", empty, ("drop", "keep"))):
+        if value not in allowed:
+            raise ValueError(f"{name} must be one of {', '.join(allowed)}, got '{value}'")
     if not generators:
         raise ValueError("collect needs at least one generator")
     names = [g.system_id for g in generators]
