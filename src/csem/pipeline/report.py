@@ -13,7 +13,7 @@ from pathlib import Path
 
 from csem.data.records import read_records
 from csem.pipeline.agreement import aspect_of, student_col
-from csem.report.plots import plot_scatter
+from csem.report.plots import plot_scatter, save_figure
 
 
 def _figures(run_dir: Path, state: dict) -> list[tuple[str, Path]]:
@@ -36,17 +36,13 @@ def _figures(run_dir: Path, state: dict) -> list[tuple[str, Path]]:
     if history:
         fig, ax = plt.subplots(figsize=(5.5, 3.5))
         epochs = [h.get("epoch") for h in history]
-        for key in sorted({k for h in history for k in h if k != "epoch" and isinstance(h.get(k), (int, float))}):
-            ax.plot(epochs, [h.get(key) for h in history], marker="o", label=key)
+        for method in ("kendall", "spearman", "pearson"):  # dev correlation with the labels, mean over aspects
+            ax.plot(epochs, [(h.get("mean") or {}).get(method) for h in history], marker="o", label=f"dev {method}")
         ax.set_xlabel("epoch")
-        ax.set_title("training")
+        ax.set_title("training: dev agreement with the judge")
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
-        fig.tight_layout()
-        p = fig_dir / "training.png"
-        fig.savefig(p, dpi=110)
-        plt.close(fig)
-        figs.append(("Training curves", p))
+        figs.append(("Training curves", save_figure(fig, fig_dir / "training.png")))
     return figs
 
 

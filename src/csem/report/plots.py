@@ -80,12 +80,7 @@ def plot_correlations(df: pd.DataFrame, path: str | Path, *, level: str = "summa
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
     ax.legend(fontsize=8, ncol=min(len(metrics), 4), loc="upper left", bbox_to_anchor=(0, -0.1), frameon=False)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def plot_scatter(records: Sequence[Mapping], metric: str, human: str, path: str | Path, *,
@@ -144,6 +139,13 @@ def plot_scatter(records: Sequence[Mapping], metric: str, human: str, path: str 
     ax.set_title(title or f"{metric} vs {human}: dataset-level ρ = {rho:.3f}, τ-b = {tau:.3f}, n = {len(h)}",
                  fontsize=10)
     ax.grid(alpha=0.3)
+    return save_figure(fig, path)
+
+
+def save_figure(fig, path: str | Path) -> Path:
+    """Lay out, write (PNG, 130 dpi) and close a matplotlib figure; create the folder; return the path."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
