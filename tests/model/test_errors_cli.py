@@ -115,6 +115,27 @@ def test_cli_train_and_score_end_to_end(cli, tmp_path, train_records, test_recor
     assert all(r["judge.quality"] == t["judge.quality"] for r, t in zip(rows, test_records))  # columns kept
 
 
+def test_cli_train_takes_scale_and_judge_from_the_annotate_sidecar(cli, tmp_path, train_records):
+    """Without --label-range, `csem train` uses the rubric scale that `csem annotate` recorded beside
+    the labelled file (not the labels' own min and max) and names the judge in the metric card."""
+    from csem.pipeline.annotate import provenance_path
+
+    data, out = tmp_path / "labelled.jsonl", tmp_path / "m"
+    write_records(train_records, data)
+    provenance_path(data).write_text(json.dumps({
+        "judge": "llama-cpp:smollm2", "mode": "probs", "rubrics": ["csem/summ-coherence-ref-free"],
+        "columns": {"judge.quality": {"rubric": "csem/summ-coherence-ref-free", "aspect": "quality", "scale": [0, 10]}}}))
+    res = CliRunner().invoke(cli, ["train", "--data", str(data), "--label-col", "judge.quality", "--out", str(out),
+                                   "--epochs", "1", "--frozen-epochs", "1", "--hidden-sizes", "16", "--max-length", "32",
+                                   "--threads", "1"])
+    assert res.exit_code == 0, res.output
+    assert "judge.quality 0-10" in res.output
+    card = json.loads((out / "metric_card.json").read_text())
+    assert card["distilled_from"]["judge"] == "llama-cpp:smollm2"
+    assert card["distilled_from"]["rubric"] == "csem/summ-coherence-ref-free"
+    assert (card["aspects"][0]["min"], card["aspects"][0]["max"]) == (0, 10)
+
+
 def test_cli_errors_are_clear(cli, tmp_path):
     runner = CliRunner()
     data = tmp_path / "d.jsonl"

@@ -32,6 +32,13 @@ def test_annotate_writes_labels_and_reuses_cache(tmp_path):
     assert second.returncode == 0, second.stderr
     assert "6 judgments (0 new, 6 cached)" in second.stdout
     assert read_records(out) == recs
+    # provenance beside the labelled file: the label scale comes from the rubric, not from the data
+    from csem.pipeline.annotate import read_provenance
+
+    prov = read_provenance(out)
+    assert prov["judge"] == "llama-cpp:smollm2" and prov["mode"] == "probs"
+    assert prov["columns"]["judge.coherence"] == {"rubric": "csem/summ-coherence-ref-free", "aspect": "coherence",
+                                                  "scale": [1, 5]}
 
 
 def test_annotate_names_the_bad_row(tmp_path):

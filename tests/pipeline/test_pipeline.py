@@ -53,7 +53,7 @@ def test_every_stage_writes_its_file(finished_run):
     for f in ("candidates.jsonl", "labelled.jsonl", "model/model.safetensors", "model/metric_card.json",
               "scored.jsonl", "meta.json", "report.md", "report.html", "figures/student_vs_judge_coherence.png"):
         assert (rd / f).exists(), f
-    cands = read_records(rd / "candidates.jsonl")
+    cands = read_records(rd / "scored.jsonl")
     assert {r["split"] for r in cands} == {"train", "dev", "test"}
     by_doc = {}
     for r in cands:
@@ -99,6 +99,13 @@ def test_changed_settings_rerun_only_downstream(finished_run, tmp_path):
     after = json.loads((run / "state.json").read_text())
     assert after["collect"] == before["collect"] and after["annotate"] == before["annotate"]
     assert after["train"]["fingerprint"] != before["train"]["fingerprint"]
+    # a different split: still no new collect or annotate (the split is applied at training time)
+    path = _pipeline_file(tmp_path, split={"seed": 3})
+    Pipeline.from_file(path, run, progress=False).run()
+    again = json.loads((run / "state.json").read_text())
+    assert again["collect"] == before["collect"] and again["annotate"] == before["annotate"]
+    assert again["train"]["fingerprint"] != after["train"]["fingerprint"]
+    assert again["train"]["summary"]["test_sources"] == 2
 
 
 def test_killed_annotate_resumes_from_the_judge_cache(finished_run, tmp_path):
@@ -106,7 +113,7 @@ def test_killed_annotate_resumes_from_the_judge_cache(finished_run, tmp_path):
     tmp, p, _ = finished_run
     run = tmp_path / "run"
     run.mkdir()
-    for f in ("candidates.jsonl", "candidates.partial.jsonl", "state.json"):
+    for f in ("candidates.jsonl", "state.json"):
         shutil.copy(p.run_dir / f, run / f)
     state = json.loads((run / "state.json").read_text())
     (run / "state.json").write_text(json.dumps({"collect": state["collect"]}))

@@ -2,6 +2,15 @@
 
 Command modules register themselves on :data:`app` when imported; they only parse arguments
 and call the library functions of the stage packages.
+
+Every command reports a failure as one line ``csem: error: ...`` on stderr and exits with
+
+====  ==========================================================================================
+0     success
+1     a run-time failure (unreachable judge, model that cannot be loaded, I/O error)
+2     bad input or usage (missing file or field, bad row, unknown rubric/aspect/option)
+3     partial: some judgments failed; every finished one is kept and a re-run resumes
+====  ==========================================================================================
 """
 
 from __future__ import annotations
@@ -27,9 +36,17 @@ def _load_commands() -> None:
                 raise
 
 
+def fail(message: object, code: int = 2) -> typer.Exit:
+    """Print ``csem: error: <message>`` on one line to stderr and return the ``typer.Exit`` to raise
+    (``raise fail(...)``); ``code`` follows the table in this module's docstring."""
+    typer.echo(f"csem: error: {message}", err=True)
+    return typer.Exit(code)
+
+
 def main() -> None:
-    """Entry point: run the command; expected failures (bad input, missing model, unreachable
-    judge) print one ``csem: error: ...`` line and exit 1 (set ``CSEM_DEBUG=1`` for the traceback)."""
+    """Entry point: run the command; expected failures print one ``csem: error: ...`` line and exit
+    2 (bad input: ValueError, KeyError, FileNotFoundError) or 1 (RuntimeError, OSError); set
+    ``CSEM_DEBUG=1`` for the traceback."""
     _load_commands()
     try:
         app()
@@ -37,5 +54,5 @@ def main() -> None:
         if os.environ.get("CSEM_DEBUG"):
             raise
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        typer.echo(f"csem: error: {msg}", err=True)
-        raise SystemExit(1) from None
+        code = 2 if isinstance(exc, (ValueError, KeyError, FileNotFoundError)) else 1
+        raise SystemExit(fail(msg, code).exit_code) from None

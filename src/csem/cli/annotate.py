@@ -8,7 +8,8 @@ from typing import List, Optional
 import typer
 from rich.console import Console
 
-from csem.cli import app
+from csem.cli import app, fail
+from csem.cli.judge import parse_options
 from csem.data.records import parse_column_map
 from csem.pipeline.annotate import annotate_file
 
@@ -24,10 +25,16 @@ def annotate(
     temperature: float = typer.Option(1.0),
     cache: Optional[Path] = typer.Option(None, help="SQLite judgment cache (default: beside --out)"),
     col: Optional[List[str]] = typer.Option(None, "--col", help="column mapping FIELD=COLUMN"),
+    judge_opt: Optional[List[str]] = typer.Option(None, "--judge-opt",
+                                                  help="backend option KEY=VALUE (base_url=..., api_key=..., n_threads=...)"),
 ) -> None:
     """Annotate candidates with the LLM judge on one or several rubrics (single- or multi-aspect,
     reference-free or reference-based); cached, resumable, with a cost summary."""
     s = annotate_file(data, out, rubrics=[r for r in rubric.split(",") if r], judge=judge, mode=mode, n=n,
-                      temperature=temperature, cache=cache, columns=parse_column_map(col or []))
+                      temperature=temperature, cache=cache, columns=parse_column_map(col or []),
+                      backend_options=parse_options(judge_opt))
     Console().print(f"wrote {out}: {s['total']} judgments ({s['judged']} new, {s['cached']} cached), "
                     f"missing {s['missing'] or 0}, prompt tokens {s['prompt_tokens']}, {s['seconds']:.1f} s")
+    if s.get("failed"):
+        raise fail(f"{s['failed']} judgments failed (written as missing); re-run the same command to judge "
+                   "only what is missing", 3)

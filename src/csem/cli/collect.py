@@ -45,6 +45,7 @@ def collect(
                                         include_reference=not no_reference, keep=keep, duplicates=duplicates,
                                         empty=empty, partial_path=partial)
     write_records(cands, out)
+    partial.unlink(missing_ok=True)  # every sample is in `out` now; the partial file only serves a resume
     Console().print(f"wrote {len(cands)} candidates to {out}: generated {summary.generated}, resumed {summary.resumed}, "
                     f"references {summary.references}, empty {summary.empty}, duplicates {summary.duplicates}, "
                     f"dropped {summary.dropped}, {summary.seconds:.1f} s; per system {summary.per_system}")

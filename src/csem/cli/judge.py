@@ -7,13 +7,9 @@ from typing import Optional
 
 import typer
 
-from csem.cli import app
+from csem.cli import app, fail
 
 
-def _error(console, message) -> None:
-    from rich.markup import escape
-
-    console.print(f"[red]error:[/red] {escape(str(message))}", soft_wrap=True)
 
 
 def default_cache() -> Path:
@@ -49,8 +45,11 @@ def run_judging(records, rubric, judge, *, out, mode, n, temperature, max_tokens
                                       max_tokens=max_tokens, min_mass=min_mass,
                                       cache=None if no_cache else (cache or default_cache()),
                                       progress=progress, backend_options=parse_options(judge_opt))
-    except (RubricError, BackendError, ValueError, TypeError) as exc:
-        _error(console, exc)
+    except BackendError as exc:
+        fail(exc)
+        return 1
+    except (RubricError, ValueError, TypeError) as exc:
+        fail(exc)
         return 2
     if out is not None:
         write_records(rows, out)
@@ -60,8 +59,8 @@ def run_judging(records, rubric, judge, *, out, mode, n, temperature, max_tokens
     console.print(escape(str(summary)), soft_wrap=True)
     if summary.failed:
         where = "" if no_cache else f" (finished judgments are cached in {cache or default_cache()})"
-        _error(console, f"{summary.failed} judgments failed: {'; '.join(summary.errors)}. "
-                        f"Re-run the same command to judge only what is missing{where}.")
+        fail(f"{summary.failed} judgments failed: {'; '.join(summary.errors)}. "
+             f"Re-run the same command to judge only what is missing{where}.")
         return 3
     return 0
 
@@ -84,6 +83,8 @@ def judge(
     source_col: Optional[str] = typer.Option(None, "--source-col", help="column holding the source"),
     candidate_col: Optional[str] = typer.Option(None, "--candidate-col", help="column holding the candidate"),
     reference_col: Optional[str] = typer.Option(None, "--reference-col", help="column holding the reference(s)"),
+    col: Optional[list[str]] = typer.Option(None, "--col", help="column mapping FIELD=COLUMN (repeatable; as in "
+                                            "the other commands, e.g. --col source=article)"),
     group_by: str = typer.Option("system_id", "--group-by", help="column naming the candidate set (pivot columns)"),
     judge_opt: Optional[list[str]] = typer.Option(None, "--judge-opt", help="backend option KEY=VALUE (repeatable), "
                                                   "e.g. base_url=..., concurrency=8, n_ctx=8192"),
@@ -111,18 +112,21 @@ def judge(
         console.print(t)
         raise typer.Exit(0)
     if data is None:
-        _error(console, "--data is required (or use --list-rubrics)")
-        raise typer.Exit(2)
+        raise fail("--data is required (or use --list-rubrics)")
+    from csem.data.records import parse_column_map
+
     columns = {k: v for k, v in (("source", source_col), ("candidate", candidate_col), ("reference", reference_col)) if v}
     try:
+        columns.update(parse_column_map(col or []))
         from csem.rubrics import load_rubrics
 
         rubrics = load_rubrics(rubric)
         need = ["candidate"] + (["source"] if any(r.uses_source for r in rubrics) else [])
         records = read_records(data, columns=columns, required=need)
     except (RecordError, RubricError, FileNotFoundError) as exc:
-        _error(console, exc)
-        raise typer.Exit(2)
+        raise fail(exc) from None
+    if not records:
+        raise fail(f"{data}: no rows to judge")
     code = run_judging(records, rubrics, judge_uri, out=out, mode=mode, n=n, temperature=temperature,
                        max_tokens=max_tokens, cache=cache, no_cache=no_cache, group_by=group_by, judge_opt=judge_opt,
                        min_mass=min_mass, progress=progress, console=console)

@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from csem.cli import app
+from csem.cli import app, fail
 
 ALL_LEVELS = ("summary", "system", "dataset")
 
@@ -25,11 +25,6 @@ def _clean(v):
     return None if isinstance(v, float) and math.isnan(v) else v
 
 
-def _error(console, message) -> None:
-    """Print an error on one unwrapped line (so that ids and paths stay intact)."""
-    from rich.markup import escape
-
-    console.print(f"[red]error:[/red] {escape(str(message))}", soft_wrap=True)
 
 
 def _print_pivot(console, pivot, title: str, to_rich) -> None:
@@ -121,27 +116,23 @@ def meta_eval(
             with console.status(f"computing baselines {names} on {len(records)} records"):
                 compute_baselines(records, names, multi_ref=multi_ref)
     except (ValueError, TypeError, RecordError, FileNotFoundError, KeyError) as exc:
-        _error(console, exc)
-        raise typer.Exit(2) from exc
+        raise fail(exc) from exc
     humans = score_columns(records, ("human.",))
     wanted = _split(aspect)
     if wanted:
         missing = [a for a in wanted if f"human.{a}" not in humans]
         if missing:
-            _error(console, f"aspect(s) {missing} not in the data; aspects: {[h.split('.', 1)[1] for h in humans]}")
-            raise typer.Exit(2)
+            raise fail(f"aspect(s) {missing} not in the data; aspects: {[h.split('.', 1)[1] for h in humans]}")
         humans = [f"human.{a}" for a in wanted]
     metrics = _split(metric) or score_columns(records)
     if not metrics:
-        _error(console, "nothing to evaluate: give --pred files, --baseline names or a data file "
-                        "with metric.*/judge.* columns")
-        raise typer.Exit(2)
+        raise fail("nothing to evaluate: give --pred files, --baseline names or a data file "
+                   "with metric.*/judge.* columns")
     try:
         with console.status(f"correlating {len(metrics)} score column(s) with {len(humans)} aspect(s)"):
             df = evaluate(records, metrics, humans, levels=levels, methods=methods, bootstrap=bootstrap, seed=seed)
     except (ValueError, KeyError) as exc:
-        _error(console, exc)
-        raise typer.Exit(2) from exc
+        raise fail(exc) from exc
     pivots = {}
     for lv in levels:
         pivots[lv] = pivot_table(df, lv)
@@ -157,14 +148,12 @@ def meta_eval(
 
         pair = _split([compare])
         if len(pair) != 2:
-            _error(console, f"--compare needs two row names A,B, got {compare!r}")
-            raise typer.Exit(2)
+            raise fail(f"--compare needs two row names A,B, got {compare!r}")
         try:
             comparison = compare_metrics(records, df, pair[0], pair[1], levels=levels, method=methods[0],
                                          n=bootstrap or 1000, seed=seed)
         except ValueError as exc:
-            _error(console, exc)
-            raise typer.Exit(2) from exc
+            raise fail(exc) from exc
         _print_comparison(console, comparison, pair[0], pair[1], bootstrap or 1000)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from csem.cli import app
+from csem.cli import app, fail
 
 
 @app.command()
@@ -35,8 +35,7 @@ def score(
         m = EvaluationModel.load(model)
         rows = m.score_records(records, name=name, batch_size=batch_size, mc_dropout=mc_dropout, precision=precision)
     except (RecordError, ModelFolderError, FileNotFoundError, ValueError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise fail(exc) from None
     write_records(rows, out)
     cols = ", ".join(f"metric.{name or m.config.name}.{a}" for a in m.aspects)
     typer.echo(f"wrote {out}: {len(rows)} records scored ({cols})")

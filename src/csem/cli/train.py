@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from csem.cli import app
+from csem.cli import app, fail
 
 
 def _floats(text: str, what: str) -> tuple[float, float]:
@@ -29,7 +29,8 @@ def train(
     encoder: str = typer.Option("minilm", help="minilm | mpnet | a transformers folder or hub id"),
     pooling: str = typer.Option("mean", help="cls (the paper) | mean | layerwise-mix (COMET)"),
     loss: str = typer.Option("mse", help="mse (Eq. 11) | ce (star classes, expected value) | pairwise (Eq. 3)"),
-    label_range: Optional[str] = typer.Option(None, help="declared rating scale MIN,MAX (default: inferred)"),
+    label_range: Optional[str] = typer.Option(None, help="declared rating scale MIN,MAX (default: the rubric "
+                                              "scale recorded by `csem annotate`, else inferred from the labels)"),
     hidden_sizes: str = typer.Option("3072,1024", help="head hidden sizes, comma separated"),
     activation: str = typer.Option("tanh", help="tanh | relu | gelu | sigmoid"),
     dropout: float = typer.Option(0.1),
@@ -61,8 +62,21 @@ def train(
     from csem.model.train import train as train_model
     from csem.model.validation import TrainingDataError
 
+    from csem.pipeline.annotate import read_provenance
+
     try:
         columns = parse_column_map(col or [])
+        prov = read_provenance(data) or {}
+        label_cols = [c.strip() for c in label_col.split(",") if c.strip()]
+        ranges = None
+        if label_range:
+            ranges = _floats(label_range, "--label-range")
+        elif all(c in prov.get("columns", {}) for c in label_cols):
+            ranges = {c: tuple(prov["columns"][c]["scale"]) for c in label_cols}
+            typer.echo(f"label range from the rubric scale recorded by `csem annotate`: "
+                       f"{', '.join(f'{c} {lo:g}-{hi:g}' for c, (lo, hi) in ranges.items())}")
+        judge = judge or prov.get("judge")
+        rubric = rubric or (",".join(prov["rubrics"]) if prov.get("rubrics") else None)
         records = read_records(data, columns=columns, required=("candidate",))
         dev_records = read_records(dev, columns=columns, required=("candidate",)) if dev else None
         config = ModelConfig(name=name, encoder=encoder, pooling=pooling, mode=mode, loss=loss,
@@ -74,13 +88,10 @@ def train(
                          seed=seed, precision=precision, accelerator=accelerator,
                          devices=int(devices) if devices.isdigit() else devices, num_nodes=num_nodes,
                          num_threads=threads, progress=progress)
-        model = train_model(records, label_col, mode, out_dir=out, config=config, train_config=tc,
-                            dev_records=dev_records,
-                            label_range=_floats(label_range, "--label-range") if label_range else None,
-                            judge=judge, rubric=rubric)
+        model = train_model(records, label_cols, mode, out_dir=out, config=config, train_config=tc,
+                            dev_records=dev_records, label_range=ranges, judge=judge, rubric=rubric)
     except (RecordError, TrainingDataError, FileNotFoundError, ValueError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise fail(exc) from None
     val = model.card.get("validation")
     summary = ""
     if val:

@@ -52,12 +52,15 @@ class DecodingConfig(BaseModel):
 
 
 class GeneratorSpec(BaseModel):
-    """One generator checkpoint: a backend URI and how many candidates to sample per source."""
+    """One generator checkpoint: a backend URI, how many candidates to sample per source and,
+    optionally, its own decoding settings (default: the run's), e.g. a higher temperature for a
+    system meant to be weaker."""
 
     model_config = ConfigDict(extra="forbid")
     uri: str
     num_samples: int = Field(4, ge=1, le=1000)
     name: str | None = None  # the system_id of its candidates; default: derived from the URI
+    decoding: DecodingConfig | None = None
 
     @property
     def system_id(self) -> str:
@@ -133,7 +136,8 @@ def collect_candidates(
         duplicates / empty: ``drop`` or ``keep`` candidates that repeat another candidate of the
             same source (after whitespace and case folding) or are empty; counted either way.
         partial_path: a JSONL file where each finished sample is appended; on a re-run its samples
-            are reused and only the missing ones are generated.
+            are reused (when made with the same decoding settings) and only the missing ones are
+            generated.
 
     Returns:
         (candidate records, :class:`CollectSummary`).
@@ -179,7 +183,6 @@ def collect_candidates(
                 done[rec["id"]] = rec
     sink = partial.open("a", encoding="utf-8") if partial else None
 
-    decoding_dict = decoding.model_dump()
     raw: list[dict] = []
     try:
         from rich.progress import Progress
@@ -188,16 +191,19 @@ def collect_candidates(
         with Progress(disable=not progress, transient=False) as bar:
             task_id = bar.add_task("collect", total=total)
             for spec in generators:
+                decoding_dict = (spec.decoding or decoding).model_dump()
+                # a sample resumes only if it was made with the same decoding settings
+                fresh = {rid: rec for rid, rec in done.items() if rec.get("collect.decoding") == decoding_dict}
                 gen = None
                 for sid, s in srcs:
-                    todo = [k for k in range(spec.num_samples) if f"{sid}/{spec.system_id}/{k}" not in done]
+                    todo = [k for k in range(spec.num_samples) if f"{sid}/{spec.system_id}/{k}" not in fresh]
                     if todo and gen is None:
                         gen = open_fn(spec.uri)
                     messages = render_task_prompt(task, s["source"])
                     for k in range(spec.num_samples):
                         rid = f"{sid}/{spec.system_id}/{k}"
-                        if rid in done:
-                            raw.append(done[rid])
+                        if rid in fresh:
+                            raw.append(fresh[rid])
                             summary.resumed += 1
                             bar.advance(task_id)
                             continue

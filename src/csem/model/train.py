@@ -123,6 +123,9 @@ def train(
         keep = KeepBest()
         callbacks += [keep, EarlyStopping(monitor="val_monitor", mode="max", patience=tc.patience,
                                           check_finite=False)]
+    # Lightning's start-up tips and GPU/TPU availability lines are info logs: keep the CLI output ours
+    for name in ("lightning.pytorch", "lightning.fabric"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     trainer = L.Trainer(
         accelerator=tc.accelerator, devices=tc.devices, num_nodes=tc.num_nodes, strategy=tc.strategy,
         precision=_precision(tc), max_epochs=tc.max_epochs, gradient_clip_val=tc.gradient_clip or None,
@@ -133,7 +136,8 @@ def train(
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*does not have many workers.*")
         warnings.filterwarnings("ignore", message=".*Total length of `DataLoader` across ranks.*")
-        logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
+        # the frozen encoder is kept in eval mode on purpose (no dropout while its embeddings are cached)
+        warnings.filterwarnings("ignore", message=".*module\\(s\\) in eval mode at the start of training.*")
         trainer.fit(module, train_dataloaders=loader, val_dataloaders=val_loader)
     if module._frozen:
         module.unfreeze_encoder()

@@ -6,10 +6,24 @@ labelled file ``csem train`` reads; the judge's SQLite cache makes it resumable 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from csem.data.records import read_records, write_records
+
+
+def provenance_path(labelled: str | Path) -> Path:
+    """The sidecar ``<labelled>.judge.json`` that :func:`annotate_file` writes beside its output."""
+    labelled = Path(labelled)
+    return labelled.with_name(labelled.name + ".judge.json")
+
+
+def read_provenance(labelled: str | Path) -> dict | None:
+    """The judge provenance of a labelled file (``{"judge", "mode", "rubrics", "columns": {col:
+    {"rubric", "aspect", "scale": [min, max]}}}``), or None when the file has no sidecar."""
+    p = provenance_path(labelled)
+    return json.loads(p.read_text(encoding="utf-8")) if p.exists() else None
 
 
 def annotate_file(candidates: str | Path, out: str | Path, *, rubrics: Sequence[str], judge: str = "local",
@@ -27,16 +41,26 @@ def annotate_file(candidates: str | Path, out: str | Path, *, rubrics: Sequence[
 
     Returns:
         The judge summary as a dict (total, judged, cached, missing by reason, tokens, seconds).
+        Beside ``out`` it writes ``<out>.judge.json`` (:func:`read_provenance`): judge, mode and each
+        label column's rubric and declared scale, which ``csem train`` uses as the label range and
+        for the metric card.
 
     Raises:
         RecordError: a malformed candidate file. RubricError: unknown rubric.
     """
     from csem.judge import judge_records
+    from csem.judge.runner import score_columns
+    from csem.rubrics import load_rubrics
 
     out = Path(out)
     recs = read_records(candidates, columns=columns)
+    loaded = load_rubrics(list(rubrics))
     cache = cache if cache is not None else out.with_name(out.name + ".judge_cache.sqlite")
-    labelled, summary = judge_records(recs, list(rubrics), judge, mode=mode, n=n, temperature=temperature,
+    labelled, summary = judge_records(recs, loaded, judge, mode=mode, n=n, temperature=temperature,
                                       cache=cache, progress=progress, backend_options=backend_options)
     write_records(labelled, out)
+    cols = {f"judge.{c}": {"rubric": rid, "aspect": a, "scale": [loaded_r.scale.min, loaded_r.scale.max]}
+            for loaded_r in loaded for (rid, a), c in score_columns(loaded).items() if rid == loaded_r.id}
+    provenance_path(out).write_text(json.dumps({"judge": judge, "mode": mode, "rubrics": list(rubrics),
+                                                "columns": cols}, indent=2), encoding="utf-8")
     return summary.as_dict()

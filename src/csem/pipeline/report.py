@@ -61,13 +61,14 @@ def write_report(run_dir: Path, cfg, state: dict) -> list[Path]:
     col = state.get("collect", {}).get("summary", {})
     ann = state.get("annotate", {}).get("summary", {})
     sc = state.get("score", {}).get("summary", {})
+    tr = state.get("train", {}).get("summary", {})
     figs = _figures(run_dir, state)
     judged = ann.get("judged", 0)
     judge_seconds = ann.get("seconds") or 0.0
     lines = [
         f"# csem run report: {cfg.name}", "",
         "## Data",
-        f"- sources: {col.get('sources')} ({col.get('train_sources')} for training, {col.get('test_sources')} held out)",
+        f"- sources: {col.get('sources')} ({tr.get('train_sources')} for training, {tr.get('dev_sources')} dev, {tr.get('test_sources')} held out)",
         f"- candidates kept: {col.get('kept')} (generated {col.get('generated')}, resumed {col.get('resumed')}, "
         f"references {col.get('references')}, empty {col.get('empty')}, duplicates {col.get('duplicates')}, "
         f"dropped {col.get('dropped')})",
@@ -78,7 +79,7 @@ def write_report(run_dir: Path, cfg, state: dict) -> list[Path]:
         f"prompt tokens {ann.get('prompt_tokens')}, completion tokens {ann.get('completion_tokens')}, {judge_seconds:.1f} s"
         + (f" ({judge_seconds / judged:.2f} s per judgment)" if judged else ""), "",
         "## Student",
-        f"- encoder `{cfg.train.encoder}`, mode `{cfg.train.mode}`, trained on {state.get('train', {}).get('summary', {}).get('train_rows')} rows "
+        f"- encoder `{cfg.train.encoder}`, mode `{cfg.train.mode}`, trained on {tr.get('train_rows')} rows "
         f"in {state.get('train', {}).get('seconds', 0):.1f} s",
         f"- scoring throughput: {sc.get('samples_per_second', 0):.1f} samples/s ({sc.get('rows')} rows in {sc.get('seconds', 0):.2f} s)",
         "",

@@ -112,12 +112,17 @@ class Pipeline:
             self._sources(), c.generators, task=c.task, decoding=c.decoding, seed=c.seed,
             include_reference=c.include_reference, keep=c.keep, duplicates=c.duplicates, empty=c.empty,
             partial_path=self.run_dir / "candidates.partial.jsonl", progress=self.progress)
+        write_records(recs, self.run_dir / "candidates.jsonl")
+        (self.run_dir / "candidates.partial.jsonl").unlink(missing_ok=True)
+        return summary.as_dict()
+
+    def _with_split(self, recs: list[dict]) -> tuple[list[dict], dict[str, int]]:
+        """Add ``split`` (train/dev/test, by source) to each record; return them and the source counts.
+        The split is applied at training time, so changing it never re-runs collect or annotate."""
         split = split_sources([r["doc_id"] for r in recs], self.cfg.split)
         for r in recs:
             r["split"] = split[r["doc_id"]]
-        write_records(recs, self.run_dir / "candidates.jsonl")
-        counts = {k: sum(v == k for v in split.values()) for k in ("train", "dev", "test")}
-        return {**summary.as_dict(), **{f"{k}_sources": v for k, v in counts.items()}}
+        return recs, {f"{k}_sources": sum(v == k for v in split.values()) for k in ("train", "dev", "test")}
 
     def annotate(self) -> dict:
         from csem.pipeline.annotate import annotate_file
@@ -149,7 +154,7 @@ class Pipeline:
     def train(self) -> dict:
         from csem.model import ModelConfig, TrainConfig, train
 
-        recs = read_records(self.run_dir / "labelled.jsonl")
+        recs, counts = self._with_split(read_records(self.run_dir / "labelled.jsonl"))
         t = self.cfg.train
         labels = self.label_cols()
         ranges = self.label_ranges()
@@ -162,13 +167,13 @@ class Pipeline:
                       judge=self.cfg.annotate.judge, rubric=", ".join(self.cfg.annotate.rubrics),
                       notes=f"csem pipeline '{self.cfg.name}'")
         card = json.loads((self.run_dir / "model" / "metric_card.json").read_text())
-        return {"train_rows": len(train_recs), "dev_rows": len(dev_recs or []), "label_cols": labels,
+        return {**counts, "train_rows": len(train_recs), "dev_rows": len(dev_recs or []), "label_cols": labels,
                 "history": card.get("validation_history", [])}
 
     def score(self) -> dict:
         from csem.model import EvaluationModel
 
-        recs = read_records(self.run_dir / "labelled.jsonl")
+        recs, _ = self._with_split(read_records(self.run_dir / "labelled.jsonl"))
         model = EvaluationModel.load(self.run_dir / "model")
         t0 = time.perf_counter()
         scored = model.score_records(recs)
@@ -200,13 +205,14 @@ class Pipeline:
         c = self.cfg
         rd = self.run_dir
         plan = [
-            ("collect", {"collect": c.collect.model_dump(), "split": c.split.model_dump(),
-                         "sources": c.sources.model_dump(exclude={"path"})}, [], [self.sources_path],
+            ("collect", {"collect": c.collect.model_dump(), "sources": c.sources.model_dump(exclude={"path"})}, [],
+             [self.sources_path],
              ["candidates.jsonl"], self.collect),
             ("annotate", c.annotate.model_dump(), ["collect"],
              [Path(r) for r in self._rubrics() if r.endswith((".yaml", ".yml", ".toml"))], ["labelled.jsonl"],
              self.annotate),
-            ("train", c.train.model_dump(), ["annotate"], [], ["model"], self.train),
+            ("train", {"train": c.train.model_dump(), "split": c.split.model_dump()}, ["annotate"], [], ["model"],
+             self.train),
             ("score", {}, ["train"], [], ["scored.jsonl"], self.score),
             ("meta_eval", {"human_cols": c.human_cols}, ["score"], [], ["meta.json"], self.meta_eval),
             ("report", {}, ["meta_eval"], [], ["report.md", "report.html"], self.report),
