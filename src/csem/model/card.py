@@ -69,7 +69,10 @@ def build_card(
         + (f" (judge: {judge})" if judge else "") + "; they inherit that judge's biases and errors.",
         "Trained on the data hashed below; expect lower agreement on other domains, languages or text "
         "lengths (texts are truncated to max_length tokens).",
-        "Scores are on the label scale but not clipped: values slightly outside it can occur.",
+        "Scores are on the label scale but not clipped: values slightly outside it can occur."
+        if config.loss != "pairwise" else
+        "Trained with a pairwise ranking loss: scores order candidates (higher is better) but are not "
+        "on the label scale.",
     ]
     if not label_range_declared:
         limits.append("The label range was inferred from the training labels, not declared.")

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 MODES = ("ref-free", "ref-based", "fluency", "fluency-ref")
 Mode = Literal["ref-free", "ref-based", "fluency", "fluency-ref"]
 Pooling = Literal["cls", "mean", "layerwise-mix"]
-Loss = Literal["mse", "ce", "pairwise"]
+Loss = Literal["mse", "ce", "pairwise", "mse+pairwise"]
 
 
 class LabelSpec(BaseModel):
@@ -57,7 +57,11 @@ class ModelConfig(BaseModel):
         max_length: tokens kept per text (longer texts are truncated), 8..encoder limit.
         hidden_sizes, activation, dropout: the feed-forward head (one head per aspect).
         loss: ``mse`` (Eq. 11, default), ``ce`` (cross-entropy over star classes, score = expected
-            value, Sec. VI-G) or ``pairwise`` (ranking loss over same-source pairs, Eq. 3).
+            value, Sec. VI-G), ``pairwise`` (ranking loss over same-source pairs, Eq. 3; scores are
+            then relative, not on the label scale) or ``mse+pairwise`` (Eq. 11 plus
+            ``pairwise_weight`` times Eq. 3: on the label scale, and ranks the candidates of a
+            source even when the judge's ratings of them differ only slightly).
+        pairwise_weight: weight of the ranking term in ``mse+pairwise``.
         labels: the aspects and their scales.
     """
 
@@ -73,6 +77,7 @@ class ModelConfig(BaseModel):
     activation: Literal["tanh", "relu", "gelu", "sigmoid"] = "tanh"
     dropout: float = Field(0.1, ge=0.0, lt=1.0)
     loss: Loss = "mse"
+    pairwise_weight: float = Field(1.0, ge=0.0)
     labels: list[LabelSpec] = Field(default_factory=list)
 
     @field_validator("hidden_sizes")

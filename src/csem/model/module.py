@@ -146,7 +146,11 @@ class EvaluationModule(L.LightningModule):
             return star_ce_loss(logp, batch.labels, batch.mask)
         if self.config.loss == "pairwise":
             return pairwise_ranking_loss(score, batch.labels, batch.mask, batch.group)
-        return mse_loss(score, batch.labels, batch.mask)
+        loss = mse_loss(score, batch.labels, batch.mask)
+        if self.config.loss == "mse+pairwise":
+            loss = loss + self.config.pairwise_weight * pairwise_ranking_loss(score, batch.labels, batch.mask,
+                                                                              batch.group)
+        return loss
 
     def on_train_batch_start(self, batch: Batch, batch_idx: int) -> None:
         if self.global_step < self.frozen_steps:
