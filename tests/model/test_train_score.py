@@ -156,3 +156,38 @@ def test_other_losses_and_poolings_train_and_score(train_records, loss, pooling)
     if loss == "ce":  # expected value over the 5 star classes stays inside the scale
         assert all(1.0 <= s <= 5.0 for s in scores)
         assert m.config.n_classes == 5
+
+
+def test_mse_plus_pairwise_is_mse_plus_the_weighted_ranking_term(train_records):
+    """``mse+pairwise`` with weight 0 trains exactly the ``mse`` model (deterministic CPU training);
+    with weight 1 the ranking term changes the weights."""
+    recs = train_records[:16]
+    mse = _tiny_finetune(recs, seed=4, loss="mse").module.state_dict()
+    zero = _tiny_finetune(recs, seed=4, loss="mse+pairwise", pairwise_weight=0.0).module.state_dict()
+    one = _tiny_finetune(recs, seed=4, loss="mse+pairwise", pairwise_weight=1.0).module.state_dict()
+    assert all(torch.equal(mse[k], zero[k]) for k in mse)
+    assert any(not torch.equal(mse[k], one[k]) for k in mse)
+
+
+def test_half_precision_checkpoint_trains_in_fp32(tmp_path, train_records):
+    """A checkpoint saved in fp16 (common on model hubs) is loaded with fp32 weights, so fine-tuning
+    does not turn the encoder into NaN (it did under transformers 5, which keeps the saved dtype)."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from csem.assets import minilm_dir
+
+    src = minilm_dir()
+    for f in ("config.json", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt"):
+        shutil.copy(src / f, tmp_path / f)
+    save_file({k: v.half().contiguous() for k, v in load_file(str(src / "model.safetensors")).items()},
+              str(tmp_path / "model.safetensors"))
+    m = train(train_records[:16], "judge.quality", "ref-free",
+              config=ModelConfig(**{**SMALL, "encoder": str(tmp_path), "max_length": 24}),
+              train_config=TrainConfig(max_epochs=1, frozen_epochs=0, batch_size=8, seed=3, num_threads=1),
+              label_range=(1, 5))
+    params = dict(m.module.named_parameters())
+    assert all(p.dtype == torch.float32 for p in params.values())
+    assert all(torch.isfinite(p).all() for p in params.values())
+    assert all(s.scores["quality"] == s.scores["quality"] for s in m.score(train_records[:4]))

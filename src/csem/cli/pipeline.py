@@ -24,13 +24,17 @@ def run(
     """Run a CSEM pipeline; finished stages are skipped (content hash), a half-finished one resumes."""
     p = Pipeline.from_file(pipeline, run_dir)
     rows = p.run(from_stage=from_stage)
-    t = Table(title=f"agreement on held-out sources ({p.run_dir})")
-    for c in ("aspect", "scorer", "target", "level", "spearman", "kendall", "pearson", "n_groups", "n_pairs"):
-        t.add_column(c)
+    t = Table(title=f"agreement on held-out sources ({p.run_dir})", caption="summary level: per source, averaged; "
+              "dataset level: pooled; Kendall tau-b")
+    for c in ("aspect", "scorer vs", "level", "Spearman", "Kendall", "Pearson", "sources", "pairs"):
+        t.add_column(c, no_wrap=True)
+    fmt = lambda v: "" if v is None else f"{v:.3f}"  # noqa: E731
     for r in rows:
-        t.add_row(*[("" if r.get(c) is None else f"{r[c]:.3f}" if isinstance(r.get(c), float) else str(r.get(c)))
-                    for c in ("aspect", "scorer", "target", "level", "spearman", "kendall", "pearson", "n_groups", "n_pairs")])
-    console = Console()
+        t.add_row(r["aspect"], f"{r['scorer']} vs {r['target']}", r["level"], fmt(r.get("spearman")),
+                  fmt(r.get("kendall")), fmt(r.get("pearson")), str(r.get("n_groups")), str(r.get("n_pairs")))
+    import sys
+
+    console = Console(width=None if sys.stdout.isatty() else 110)  # a log file gets the whole table
     console.print(t)
     console.print(f"report: {p.run_dir / 'report.md'} and {p.run_dir / 'report.html'}")
 

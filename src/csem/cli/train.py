@@ -28,7 +28,9 @@ def train(
     dev: Optional[Path] = typer.Option(None, "--dev", help="dev file: per-epoch validation, best checkpoint, early stop"),
     encoder: str = typer.Option("minilm", help="minilm | mpnet | a transformers folder or hub id"),
     pooling: str = typer.Option("mean", help="cls (the paper) | mean | layerwise-mix (COMET)"),
-    loss: str = typer.Option("mse", help="mse (Eq. 11) | ce (star classes, expected value) | pairwise (Eq. 3)"),
+    loss: str = typer.Option("mse", help="mse (Eq. 11) | ce (star classes, expected value) | pairwise (Eq. 3) | "
+                             "mse+pairwise"),
+    pairwise_weight: float = typer.Option(1.0, help="weight of the ranking term in mse+pairwise"),
     label_range: Optional[str] = typer.Option(None, help="declared rating scale MIN,MAX (default: the rubric "
                                               "scale recorded by `csem annotate`, else inferred from the labels)"),
     hidden_sizes: str = typer.Option("3072,1024", help="head hidden sizes, comma separated"),
@@ -81,7 +83,7 @@ def train(
         dev_records = read_records(dev, columns=columns, required=("candidate",)) if dev else None
         config = ModelConfig(name=name, encoder=encoder, pooling=pooling, mode=mode, loss=loss,
                              hidden_sizes=[int(h) for h in hidden_sizes.split(",") if h.strip()],
-                             activation=activation, dropout=dropout, max_length=max_length,
+                             activation=activation, dropout=dropout, max_length=max_length, pairwise_weight=pairwise_weight,
                              ref_aggregation=ref_aggregation)
         tc = TrainConfig(lr=lr, head_lr=head_lr, batch_size=batch_size, max_epochs=epochs, patience=patience,
                          frozen_epochs=frozen_epochs, layerwise_decay=layerwise_decay, gradient_clip=gradient_clip,

@@ -117,6 +117,17 @@ class HFEncoder(Encoder):
         cfg = AutoConfig.from_pretrained(path)
         # the pooler of BERT-likes is unused here: leave it out where the architecture allows
         kw = {"add_pooling_layer": False} if cfg.model_type in _WITH_POOLER else {}
+        # fp32 master weights whatever dtype the checkpoint was saved in: transformers >= 5 loads a
+        # half-precision checkpoint in half precision, and AdamW on fp16 weights turns them into NaN
+        # at the first step (seen on an H200 with an fp16 copy of MiniLM). Mixed precision is
+        # Lightning's autocast, not the storage dtype.
+        import torch
+        import transformers
+        from packaging.version import Version
+
+        dtype_kw = "dtype" if Version(transformers.__version__) >= Version("4.56") else "torch_dtype"
+        if load_weights:
+            kw[dtype_kw] = torch.float32
         from transformers.utils import logging as hf_logging
 
         level = hf_logging.get_verbosity()

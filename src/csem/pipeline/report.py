@@ -71,7 +71,7 @@ def write_report(run_dir: Path, cfg, state: dict) -> list[Path]:
         f"- sources: {col.get('sources')} ({tr.get('train_sources')} for training, {tr.get('dev_sources')} dev, {tr.get('test_sources')} held out)",
         f"- candidates kept: {col.get('kept')} (generated {col.get('generated')}, resumed {col.get('resumed')}, "
         f"references {col.get('references')}, empty {col.get('empty')}, duplicates {col.get('duplicates')}, "
-        f"dropped {col.get('dropped')})",
+        f"dropped {col.get('dropped')}) in {col.get('seconds') or 0:.1f} s",
         f"- per system: {col.get('per_system')}", "",
         "## Judge",
         f"- judge `{cfg.annotate.judge}`, rubrics {', '.join(cfg.annotate.rubrics)}, mode `{cfg.annotate.mode}`",
@@ -81,7 +81,9 @@ def write_report(run_dir: Path, cfg, state: dict) -> list[Path]:
         "## Student",
         f"- encoder `{cfg.train.encoder}`, mode `{cfg.train.mode}`, trained on {tr.get('train_rows')} rows "
         f"in {state.get('train', {}).get('seconds', 0):.1f} s",
-        f"- scoring throughput: {sc.get('samples_per_second', 0):.1f} samples/s ({sc.get('rows')} rows in {sc.get('seconds', 0):.2f} s)",
+        f"- scoring throughput: {sc.get('samples_per_second', 0):.1f} samples/s ({sc.get('rows')} rows in {sc.get('seconds', 0):.2f} s)"
+        + (f", {sc.get('samples_per_second', 0) * judge_seconds / judged:.0f}x the judge's rate in this run"
+           if judged and judge_seconds else ""),
         "",
         "## Agreement on held-out sources",
         _md_table(meta, ["aspect", "scorer", "target", "level", "spearman", "kendall", "pearson", "n_groups", "n_skipped", "n_pairs"]),
