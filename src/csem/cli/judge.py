@@ -10,8 +10,6 @@ import typer
 from csem.cli import app, fail
 
 
-
-
 def default_cache() -> Path:
     from csem.assets import cache_dir
 

@@ -25,8 +25,6 @@ def _clean(v):
     return None if isinstance(v, float) and math.isnan(v) else v
 
 
-
-
 def _print_pivot(console, pivot, title: str, to_rich) -> None:
     """The whole table when it fits the terminal, else one table per correlation method."""
     width = 4 + max(len(str(i)) for i in pivot.index) + 9 * len(pivot.columns)
