@@ -131,11 +131,15 @@ class HFEncoder(Encoder):
         from transformers.utils import logging as hf_logging
 
         level = hf_logging.get_verbosity()
+        bar = hf_logging.is_progress_bar_enabled()
         hf_logging.set_verbosity_error()  # the unused pooler's weights would be reported as "unexpected"
+        hf_logging.disable_progress_bar()  # no "Loading weights" bar among csem's own progress bars
         try:
             self.model = AutoModel.from_pretrained(path, **kw) if load_weights else AutoModel.from_config(cfg, **kw)
         finally:
             hf_logging.set_verbosity(level)
+            if bar:
+                hf_logging.enable_progress_bar()
         n_layers = int(self.model.config.num_hidden_layers) + 1
         self.mix = LayerwiseMix(n_layers) if pooling == "layerwise-mix" else None
 

@@ -136,6 +136,8 @@ def train(
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*does not have many workers.*")
         warnings.filterwarnings("ignore", message=".*Total length of `DataLoader` across ranks.*")
+        warnings.filterwarnings("ignore", message=".*`validation_step` but have no `val_dataloader`.*")
+        warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated.*")
         # the frozen encoder is kept in eval mode on purpose (no dropout while its embeddings are cached)
         warnings.filterwarnings("ignore", message=".*module\\(s\\) in eval mode at the start of training.*")
         trainer.fit(module, train_dataloaders=loader, val_dataloaders=val_loader)
