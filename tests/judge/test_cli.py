@@ -100,3 +100,11 @@ def test_unreachable_server_gives_clear_error_and_exit_code(tmp_path, data_file)
     assert "judgments failed" in text and "Connection error" in text and "Re-run the same command" in text
     rows = [json.loads(x) for x in out.read_text().splitlines()]  # written anyway, failures recorded as missing
     assert all(r["judge.coherence"] is None and r["judge.coherence.missing"] for r in rows)
+
+
+def test_empty_data_file_is_an_error(tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    code, text = invoke("judge", "--data", empty, "--rubric", "geval/summeval-fluency", "--judge", "llama-cpp:smollm2",
+                        "--no-cache", "--no-progress")
+    assert code == 2 and "no rows to judge" in text

@@ -51,3 +51,35 @@ def test_annotate_names_the_bad_row(tmp_path):
     assert "line 2" in res.stderr and "candidate" in res.stderr
     assert "Traceback" not in res.stderr, "a bad input file is a clear one-line error, not a crash"
     assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_annotate_unreachable_judge_exits_3_and_keeps_rows(tmp_path):
+    """Failed judgments (connection refused, no retries) are written as missing, the exit code is 3
+    (partial) and the message says a re-run resumes."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    src = tmp_path / "cands.jsonl"
+    write_records([{"id": "a", "doc_id": "d", "source": "x y z", "candidate": "x"}], src)
+    out = tmp_path / "o.jsonl"
+    res = subprocess.run([sys.executable, "-m", "csem", "annotate", "--data", str(src), "--rubric",
+                          "csem/summ-coherence-ref-free", "--judge", "openai:m", "--judge-opt",
+                          f"base_url=http://127.0.0.1:{port}/v1", "--judge-opt", "max_retries=0", "--out", str(out)],
+                         capture_output=True, text=True, timeout=300, env={**__import__("os").environ, "OPENAI_API_KEY": "k"})
+    assert res.returncode == 3, res.stderr
+    assert "csem: error: 1 judgments failed" in res.stderr and "re-run" in res.stderr
+    rows = read_records(out)
+    assert [r["id"] for r in rows] == ["a"] and rows[0]["judge.coherence"] is None
+
+
+def test_broken_provenance_sidecar_is_named(tmp_path):
+    import pytest
+
+    from csem.pipeline.annotate import provenance_path, read_provenance
+
+    lab = tmp_path / "labelled.jsonl"
+    provenance_path(lab).write_text("{not json")
+    with pytest.raises(ValueError, match="labelled.jsonl.judge.json: broken judge provenance file"):
+        read_provenance(lab)

@@ -21,9 +21,21 @@ def provenance_path(labelled: str | Path) -> Path:
 
 def read_provenance(labelled: str | Path) -> dict | None:
     """The judge provenance of a labelled file (``{"judge", "mode", "rubrics", "columns": {col:
-    {"rubric", "aspect", "scale": [min, max]}}}``), or None when the file has no sidecar."""
+    {"rubric", "aspect", "scale": [min, max]}}}``), or None when the file has no sidecar.
+
+    Raises:
+        ValueError: the sidecar exists but is not valid JSON or not a provenance object (named).
+    """
     p = provenance_path(labelled)
-    return json.loads(p.read_text(encoding="utf-8")) if p.exists() else None
+    if not p.exists():
+        return None
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{p}: broken judge provenance file ({exc}); delete it or re-run csem annotate") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("columns", {}), dict):
+        raise ValueError(f"{p}: not a judge provenance file (expected an object with 'columns')")
+    return data
 
 
 def annotate_file(candidates: str | Path, out: str | Path, *, rubrics: Sequence[str], judge: str = "local",
@@ -59,8 +71,9 @@ def annotate_file(candidates: str | Path, out: str | Path, *, rubrics: Sequence[
     labelled, summary = judge_records(recs, loaded, judge, mode=mode, n=n, temperature=temperature,
                                       cache=cache, progress=progress, backend_options=backend_options)
     write_records(labelled, out)
-    cols = {f"judge.{c}": {"rubric": rid, "aspect": a, "scale": [loaded_r.scale.min, loaded_r.scale.max]}
-            for loaded_r in loaded for (rid, a), c in score_columns(loaded).items() if rid == loaded_r.id}
+    by_id = {r.id: r for r in loaded}
+    cols = {f"judge.{c}": {"rubric": rid, "aspect": a, "scale": [by_id[rid].scale.min, by_id[rid].scale.max]}
+            for (rid, a), c in score_columns(loaded).items()}
     provenance_path(out).write_text(json.dumps({"judge": judge, "mode": mode, "rubrics": list(rubrics),
                                                 "columns": cols}, indent=2), encoding="utf-8")
     return summary.as_dict()
