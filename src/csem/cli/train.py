@@ -22,7 +22,14 @@ def _floats(text: str, what: str) -> tuple[float, float]:
 def train(
     data: Path = typer.Option(..., "--data", help="labelled file (JSONL/CSV/Parquet), e.g. from `csem annotate`"),
     label_col: str = typer.Option(..., "--label-col", help="label column(s), comma separated: one head each "
-                                  "(e.g. judge.coherence,judge.relevance)"),
+                                  "(e.g. judge.coherence,judge.relevance); several judges of one aspect joined "
+                                  "with + (judge.coherence@gpt-4+judge.coherence@chatgpt)"),
+    judge_col: Optional[str] = typer.Option(None, "--judge-col", help="long file: the column naming each row's "
+                                            "judge (one row per candidate and judge)"),
+    normalise: str = typer.Option("none", "--normalise", help="several judges: per-judge normalisation before "
+                                  "combining: none | zscore | rank"),
+    combine: str = typer.Option("mean", "--combine", help="several judges: mean (one label per aspect) | heads "
+                                "(one head per judge, the aspect's score is their mean)"),
     out: Path = typer.Option(..., "--out", help="model folder to write"),
     mode: str = typer.Option("ref-free", help="ref-free (Eq. 10) | ref-based (Eq. 9) | fluency | fluency-ref"),
     dev: Optional[Path] = typer.Option(None, "--dev", help="dev file: per-epoch validation, best checkpoint, early stop"),
@@ -62,14 +69,17 @@ def train(
     from csem.data.records import RecordError, parse_column_map, read_records
     from csem.model import ModelConfig, TrainConfig
     from csem.model.train import train as train_model
+    from csem.model.labels import parse_label_spec, pivot_long, prepare_labels
     from csem.model.validation import TrainingDataError
+    from csem.model.validation import aspect_name as label_aspect
 
     from csem.pipeline.annotate import read_provenance
 
     try:
         columns = parse_column_map(col or [])
         prov = read_provenance(data) or {}
-        label_cols = [c.strip() for c in label_col.split(",") if c.strip()]
+        groups = parse_label_spec(label_col)
+        label_cols = [c for g in groups for c in g]
         ranges = None
         if label_range:
             ranges = _floats(label_range, "--label-range")
@@ -81,6 +91,25 @@ def train(
         rubric = rubric or (",".join(prov["rubrics"]) if prov.get("rubrics") else None)
         records = read_records(data, columns=columns, required=("candidate",))
         dev_records = read_records(dev, columns=columns, required=("candidate",)) if dev else None
+        ensembles: dict = {}
+        if judge_col or any(len(g) > 1 for g in groups) or normalise != "none":
+            if judge_col and any(len(g) > 1 for g in groups):
+                raise ValueError("with --judge-col give one label column per aspect (the judges come from the file)")
+            if judge_col:
+                if isinstance(ranges, dict):
+                    ranges = {f"{c}@{j}": v for c, v in ranges.items()
+                              for j in {str(r.get(judge_col)) for r in records}}
+                records, groups, judges = pivot_long(records, judge_col, label_cols, where=str(data))
+                if dev_records is not None:
+                    dev_records, _, _ = pivot_long(dev_records, judge_col, label_cols, where=str(dev))
+                typer.echo(f"{len(judges)} judges in '{judge_col}': {', '.join(judges)}; {len(records)} candidates")
+            prep = prepare_labels(records, groups, normalise=normalise, combine=combine, label_range=ranges,
+                                  where=str(data))
+            records, label_cols, ranges, ensembles = prep.records, prep.label_cols, prep.label_range, prep.ensembles
+            if dev_records is not None:
+                dev_records = prepare_labels(dev_records, groups, normalise=normalise, combine=combine,
+                                             label_range=ranges if normalise == "none" else None,
+                                             where=str(dev)).records
         config = ModelConfig(name=name, encoder=encoder, pooling=pooling, mode=mode, loss=loss,
                              hidden_sizes=[int(h) for h in hidden_sizes.split(",") if h.strip()],
                              activation=activation, dropout=dropout, max_length=max_length, pairwise_weight=pairwise_weight,
@@ -90,8 +119,13 @@ def train(
                          seed=seed, precision=precision, accelerator=accelerator,
                          devices=int(devices) if devices.isdigit() else devices, num_nodes=num_nodes,
                          num_threads=threads, progress=progress)
-        model = train_model(records, label_cols, mode, out_dir=out, config=config, train_config=tc,
+        model = train_model(records, label_cols, mode, out_dir=None, config=config, train_config=tc,
                             dev_records=dev_records, label_range=ranges, judge=judge, rubric=rubric)
+        if ensembles or normalise != "none":
+            model.card["labels"] = {"normalise": normalise, "combine": combine, "judge_col": judge_col,
+                                    "ensembles": {label_aspect(k, label_cols): [label_aspect(c, label_cols) for c in v]
+                                                  for k, v in ensembles.items()}}
+        model.save(out)
     except (RecordError, TrainingDataError, FileNotFoundError, ValueError) as exc:
         raise fail(exc) from None
     val = model.card.get("validation")

@@ -121,6 +121,12 @@ class EvaluationModel:
                 if res.std is not None:
                     row[f"metric.{name}.{a}.std"] = res.std[a]
             out.append(row)
+        ensembles = (self.card.get("labels") or {}).get("ensembles")
+        if ensembles:  # one head per judge (csem train --combine heads): the aspect's score is their mean
+            from csem.model.labels import ensemble_scores
+
+            scales = {s.aspect: (s.min, s.max) for s in self.config.labels}
+            out = ensemble_scores(out, ensembles, scales, f"metric.{name}")
         return out
 
 

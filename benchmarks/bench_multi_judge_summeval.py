@@ -1,0 +1,242 @@
+"""Several LLM judges as one teacher: raw vs normalised labels, on the published SummEval ratings.
+
+The CSEM paper (Sec. IV-C) trained on ChatGPT plus text-davinci-003 ratings at once and saw the
+student fall from 0.442 (ChatGPT alone) to 0.397 summary-level Spearman on SummEval, blaming the
+judges' different scales. Here: the published ratings of Shen et al. (2023) of SummEval's 12
+abstractive systems x 100 documents by gpt-4-0314 (rts), gpt-3.5-turbo-0301 (rts) and
+llama-2-70b-chat-hf (rts); documents sorted by ``doc_id``, 0-49 train, 50-99 test.
+
+For each judge set (GPT-4; GPT-4 + ChatGPT; GPT-4 + ChatGPT + Llama-2-70B; the single judges for
+reference) and each per-judge normalisation (none, zscore, rank; :mod:`csem.model.labels`), on the
+test documents, summary-level Spearman / Kendall tau-b with the expert means of:
+
+* the combined teacher itself (the mean of the judges' labels of each test summary, normalised per
+  judge over the test rows),
+* the system prior (each test summary scored by its system's mean combined label over the training
+  documents: what a student could learn from the system alone),
+* a student trained on the combined training labels (4 aspects as heads over one encoder; the
+  recipe is printed in the notes), and for the largest judge set a student with separate heads
+  per judge (``--combine heads``).
+
+Run:  nice -n 10 python benchmarks/bench_multi_judge_summeval.py [--threads 1] [--no-students]
+Out:  benchmarks/results/multi_judge_summeval.json and .md (rewritten after every run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+ASPECTS = ("coherence", "consistency", "fluency", "relevance")
+RESULTS = Path(__file__).resolve().parent / "results"
+JUDGES = {  # short name -> (judge, method) in the Shen et al. file
+    "gpt4": ("gpt-4-0314", "rts"),
+    "chatgpt": ("gpt-3.5-turbo-0301", "rts"),
+    "llama70b": ("llama-2-70b-chat-hf", "rts"),
+    "chatgpt-mcq": ("gpt-3.5-turbo-0301", "mcq"),
+    "chatgpt-stareval": ("gpt-3.5-turbo-0301", "stareval"),
+}
+SETS = {
+    "GPT-4": ["gpt4"],
+    "GPT-4 + ChatGPT": ["gpt4", "chatgpt"],
+    "GPT-4 + ChatGPT + Llama-2-70B": ["gpt4", "chatgpt", "llama70b"],
+    "ChatGPT": ["chatgpt"],
+    "Llama-2-70B": ["llama70b"],
+    "ChatGPT rts + mcq + stareval": ["chatgpt", "chatgpt-mcq", "chatgpt-stareval"],
+}
+STUDENT_SETS = ("GPT-4", "GPT-4 + ChatGPT", "GPT-4 + ChatGPT + Llama-2-70B")
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def summary_corr(records, col):
+    from csem.meta.correlation import correlate
+
+    out = {}
+    for a in ASPECTS:
+        m = [r.get(col(a)) for r in records]
+        h = [r.get(f"human.{a}") for r in records]
+        g = [r["doc_id"] for r in records]
+        out[a] = {"spearman": correlate(m, h, level="summary", method="spearman", groups=g).value,
+                  "kendall": correlate(m, h, level="summary", method="kendall", groups=g).value}
+    out["average"] = {k: sum(out[a][k] for a in ASPECTS) / len(ASPECTS) for k in ("spearman", "kendall")}
+    return out
+
+
+def _fmt(c):
+    return f"{c['spearman']:.3f} / {c['kendall']:.3f}"
+
+
+def render_md(d: dict) -> str:
+    m = d["meta"]
+    lines = ["# Several judges as one teacher (SummEval, published ratings of Shen et al. 2023)", "",
+             f"Run {m['started']} on {m['machine']}; train documents 0-49 ({m['n_train']} summaries), test "
+             f"documents 50-99 ({m['n_test']} summaries), sorted doc_id. Summary-level Spearman / Kendall tau-b "
+             "with the expert means, averaged over the 4 aspects (per-aspect figures in the JSON).", "",
+             "| judges | normalisation | teacher (test labels) | system prior | student |", "|---|---|---|---|---|"]
+    for key, e in d["rows"].items():
+        st = e.get("student")
+        lines.append(f"| {e['set']} | {e['normalise']}{' (' + e['combine'] + ')' if e['combine'] != 'mean' else ''} | "
+                     f"{_fmt(e['teacher']['average']) if e.get('teacher') else ''} | "
+                     f"{_fmt(e['prior']['average']) if e.get('prior') else ''} | "
+                     f"{_fmt(st['average']) if st else ''} |")
+    lines += ["", "Per aspect, Spearman (teacher / student):", "",
+              "| judges | normalisation | " + " | ".join(ASPECTS) + " |", "|---|---|" + "---|" * len(ASPECTS)]
+    for key, e in d["rows"].items():
+        cells = []
+        for a in ASPECTS:
+            t = e["teacher"][a]["spearman"] if e.get("teacher") else None
+            s = e["student"][a]["spearman"] if e.get("student") else None
+            cells.append(" / ".join("" if v is None else f"{v:.3f}" for v in (t, s)))
+        lines.append(f"| {e['set']} | {e['normalise']}{' (' + e['combine'] + ')' if e['combine'] != 'mean' else ''} | "
+                     + " | ".join(cells) + " |")
+    if m.get("notes"):
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in m["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=None, help="folder holding summeval/ and summeval_llm_shen2023/ "
+                    "(default: csem's data lookup, CSEM_DATA or ../shared/data)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=12)
+    ap.add_argument("--epochs", type=int, default=20)
+    ap.add_argument("--head-lr", type=float, default=3e-4)
+    ap.add_argument("--hidden", type=int, nargs="+", default=[1024])
+    ap.add_argument("--max-length", type=int, default=512)
+    ap.add_argument("--encoder", default="minilm")
+    ap.add_argument("--frozen-epochs", type=float, default=None, help="default: = --epochs (head-only training)")
+    ap.add_argument("--loss", default="mse")
+    ap.add_argument("--recipe", default="frozen MiniLM, head-only",
+                    help="name of the student recipe, written to the notes")
+    ap.add_argument("--no-students", action="store_true", help="teacher and system-prior figures only")
+    ap.add_argument("--out", default=str(RESULTS / "multi_judge_summeval"))
+    args = ap.parse_args()
+    frozen = args.epochs if args.frozen_epochs is None else args.frozen_epochs
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from csem.data.datasets import load_summeval_llm_ratings
+    from csem.model import ModelConfig, TrainConfig, train
+    from csem.model.labels import ensemble_scores, prepare_labels
+
+    base = Path(args.data) if args.data else None
+    recs: dict[str, dict] = {}
+    for short, (judge, method) in JUDGES.items():
+        rows = load_summeval_llm_ratings(base / "summeval_llm_shen2023" if base else None, judge=judge, method=method)
+        for r in rows:
+            rec = recs.setdefault(r["id"], {k: v for k, v in r.items() if not k.startswith("judge")})
+            for a in ASPECTS:
+                rec[f"judge.{a}@{short}"] = r.get(f"judge.{a}")
+    allrecs = list(recs.values())
+    docs = sorted({r["doc_id"] for r in allrecs})
+    train_docs, test_docs = set(docs[:50]), set(docs[50:])
+    train_recs = [r for r in allrecs if r["doc_id"] in train_docs]
+    test_recs = [r for r in allrecs if r["doc_id"] in test_docs]
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    notes = [
+        "Ratings: Shen et al. 2023 (github.com/DAMO-NLP-SG/LLM_summeval), 1-5 (halves possible), None where a "
+        "response states no score (skipped in means, never 0). Combined label = mean of the judges that rated the "
+        "summary, after per-judge normalisation (csem.model.labels: zscore = (y - mean)/std per judge; rank = "
+        "average rank mapped onto [0, 1] per judge).",
+        "Teacher column: the combined labels of the test summaries themselves (normalised over the test rows); "
+        "a monotone normalisation cannot change a single judge's summary-level correlation, so single-judge rows "
+        "differ only in the student column.",
+        "System prior: each test summary scored by the mean combined training label of its system (no text read).",
+        f"Student recipe: {args.recipe}: encoder {args.encoder}, frozen for {frozen} of {args.epochs} epochs, "
+        f"loss {args.loss}, head {args.hidden}, head lr {args.head_lr}, batch 32, max_length {args.max_length}, "
+        f"seed {args.seed}, no dev set (last epoch kept); 4 aspects as 4 heads over one encoder; trained on "
+        "all 50 training documents.",
+        "Paper (CSEM Sec. IV-C, SummEval, student Spearman): ChatGPT alone 0.442, ChatGPT + text-davinci-003 "
+        "0.397 (raw labels).",
+    ]
+    data = {"meta": {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+                     "machine": f"{platform.machine()}, {os.cpu_count()} CPUs (shared)", "threads": args.threads,
+                     "n_train": len(train_recs), "n_test": len(test_recs), "args": vars(args), "notes": notes},
+            "rows": {}}
+    prev = out.with_suffix(".json")
+    done_students = {}
+    if prev.exists():  # resume: keep students of an earlier run with the same recipe
+        old = json.loads(prev.read_text(encoding="utf-8"))
+        if old.get("meta", {}).get("args", {}).get("recipe") == args.recipe:
+            done_students = {k: v.get("student") for k, v in old.get("rows", {}).items() if v.get("student")}
+
+    def save():
+        out.with_suffix(".json").write_text(json.dumps(data, indent=2), encoding="utf-8")
+        out.with_suffix(".md").write_text(render_md(data), encoding="utf-8")
+
+    plans = [(s, n, "mean") for s in SETS for n in ("none", "zscore", "rank")]
+    plans += [("GPT-4 + ChatGPT + Llama-2-70B", n, "heads") for n in ("none", "zscore")]
+    for set_name, norm, combine in plans:
+        judges = SETS[set_name]
+        if len(judges) == 1 and combine == "heads":
+            continue
+        key = f"{set_name} | {norm} | {combine}"
+        groups = [[f"judge.{a}@{j}" for j in judges] for a in ASPECTS]
+        entry = {"set": set_name, "judges": [f"{JUDGES[j][0]} {JUDGES[j][1]}" for j in judges], "normalise": norm,
+                 "combine": combine}
+        if combine == "mean":
+            te = prepare_labels(test_recs, groups, normalise=norm, combine="mean", label_range=(1, 5))
+            entry["teacher"] = summary_corr(te.records, lambda a: te.label_cols[ASPECTS.index(a)])
+        tr = prepare_labels(train_recs, groups, normalise=norm, combine=combine, label_range=(1, 5))
+        if combine == "mean":
+            prior_rows = []
+            sys_mean = {}
+            for k, col in enumerate(tr.label_cols):
+                by: dict[str, list[float]] = {}
+                for r in tr.records:
+                    if r.get(col) is not None:
+                        by.setdefault(r["system_id"], []).append(r[col])
+                sys_mean[ASPECTS[k]] = {s: sum(v) / len(v) for s, v in by.items()}
+            for r in test_recs:
+                prior_rows.append(dict(r, **{f"prior.{a}": sys_mean[a].get(r["system_id"]) for a in ASPECTS}))
+            entry["prior"] = summary_corr(prior_rows, lambda a: f"prior.{a}")
+        log(f"{key}: teacher {entry.get('teacher', {}).get('average')} prior {entry.get('prior', {}).get('average')}")
+        if not args.no_students and set_name in STUDENT_SETS:
+            if key in done_students:
+                entry["student"] = done_students[key]
+                log(f"{key}: student kept from the earlier run")
+            else:
+                cfg = ModelConfig(name="student", encoder=args.encoder, mode="ref-free", max_length=args.max_length,
+                                  hidden_sizes=args.hidden, pooling="mean", loss=args.loss)
+                tc = TrainConfig(num_threads=args.threads, seed=args.seed, max_epochs=args.epochs,
+                                 frozen_epochs=frozen, head_lr=args.head_lr)
+                t0 = time.perf_counter()
+                model = train(tr.records, tr.label_cols, "ref-free", config=cfg, train_config=tc,
+                              label_range=tr.label_range)
+                train_s = time.perf_counter() - t0
+                scored = model.score_records(test_recs, name="student", batch_size=32)
+                if combine == "heads":
+                    from csem.model.validation import aspect_name
+
+                    ens = {a: [aspect_name(c, tr.label_cols) for c in tr.ensembles[f"judge.{a}"]] for a in ASPECTS}
+                    scales = {s.aspect: (s.min, s.max) for s in model.config.labels}
+                    scored = ensemble_scores(scored, ens, scales, "metric.student")
+                    col = lambda a: f"metric.student.{a}"  # noqa: E731
+                else:
+                    col = lambda a: f"metric.student.{model.config.labels[ASPECTS.index(a)].aspect}"  # noqa: E731
+                entry["student"] = summary_corr(scored, col)
+                entry["student"]["train_s"] = train_s
+                log(f"{key}: student {entry['student']['average']} ({train_s:.0f} s)")
+        data["rows"][key] = entry
+        save()
+    log(f"wrote {out.with_suffix('.md')}")
+    print(out.with_suffix(".md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
