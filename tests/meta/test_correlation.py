@@ -9,8 +9,18 @@ import pytest
 from scipy import stats
 
 from csem.meta import correlate
-from csem.meta.correlation import kendall_b, kendall_c, pearson, spearman
-from csem.meta.scores import ScoreTable, level_value
+from csem.meta.correlation import (
+    LEVELS,
+    METHODS,
+    ScoreTable,
+    column_correlations,
+    correlations,
+    kendall_b,
+    kendall_c,
+    level_value,
+    pearson,
+    spearman,
+)
 
 
 def test_hand_computed_spearman_kendall():
@@ -132,3 +142,42 @@ def test_batch_level_values_equal_one_by_one(level, method):
     loop = np.array([level_value(table, level, method, weights=c) for c in counts])
     np.testing.assert_allclose(batch, loop, rtol=1e-9, atol=1e-12, equal_nan=True)
     assert np.isnan(batch[1])
+
+
+def test_level_aliases_and_any_correlation_function():
+    m, h, g, s = _random_table(seed=3)
+    ref = correlate(m, h, level="summary", method="spearman", groups=g)
+    for alias in ("item", "sample"):
+        c = correlate(m, h, level=alias, method="spearman", groups=g)
+        assert c.level == "summary" and c.value == pytest.approx(ref.value)
+
+    def top_agreement(x, y):  # any f(x, y) -> float over complete arrays goes through the same level logic
+        return float(np.argmax(x) == np.argmax(y))
+
+    c = correlate(m, h, level="summary", method=top_agreement, groups=g)
+    assert c.method == "top_agreement" and 0.0 <= c.value <= 1.0
+    per_doc = {}
+    for mi, hi, gi in zip(m, h, g):
+        if mi is not None:
+            per_doc.setdefault(gi, []).append((mi, hi))
+    hand = [float(np.argmax([p[0] for p in v]) == np.argmax([p[1] for p in v])) for v in per_doc.values()]
+    assert c.value == pytest.approx(np.mean(hand))
+
+
+def test_correlations_equal_correlate_one_by_one():
+    m, h, g, s = _random_table(seed=4)
+    many = correlations(m, h, levels=LEVELS, methods=(*METHODS, "kendall_c"), groups=g, systems=s)
+    assert list(many) == [(lv, me) for lv in LEVELS for me in (*METHODS, "kendall_c")]
+    for (lv, me), c in many.items():
+        one = correlate(m, h, level=lv, method=me, groups=g, systems=s)
+        assert c == one or (math.isnan(c.value) and math.isnan(one.value))
+
+
+def test_column_correlations_of_records():
+    m, h, g, s = _random_table(seed=6)
+    recs = [{"doc_id": gi, "system_id": si, "metric.x": mi, "human.q": hi} for mi, hi, gi, si in zip(m, h, g, s)]
+    recs[0].pop("metric.x")  # an absent column value counts as missing
+    got = column_correlations(recs, "metric.x", "human.q", levels=("summary", "system"), methods=("kendall",))
+    m[0] = None
+    assert got[("summary", "kendall")] == correlate(m, h, level="summary", method="kendall", groups=g)
+    assert got[("system", "kendall")] == correlate(m, h, level="system", method="kendall", systems=s)

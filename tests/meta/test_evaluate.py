@@ -1,4 +1,4 @@
-"""evaluate() long table, pivot_table() and the report tables on real SummEval records."""
+"""evaluate() long table, correlation_table() and the report tables on real SummEval records."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from csem.data.datasets import load_summeval_llm_ratings
-from csem.meta import correlate, evaluate, pivot_table
+from csem.meta import correlate, correlation_table, evaluate
 from csem.meta.evaluate import COLUMNS, metric_label
 from csem.report import to_markdown
 
@@ -49,10 +49,10 @@ def test_bootstrap_seeded_and_optional(gpt4):
     assert none.ci_low.isna().all() and none.value.notna().all()
 
 
-def test_pivot_table_layout_and_average(gpt4):
+def test_correlation_table_layout_and_average(gpt4):
     df = evaluate(gpt4, [f"judge.{a}" for a in ASPECTS] + ["metric.length"], HUMANS, levels=["summary"],
                   bootstrap=0)
-    p = pivot_table(df, "summary")
+    p = correlation_table(df, "summary")
     assert list(p.index) == ["judge", "length"]
     assert list(p.columns[:3]) == [("coherence", "spearman"), ("coherence", "kendall"), ("coherence", "pearson")]
     assert p.columns[-1] == ("average", "pearson")
@@ -63,7 +63,7 @@ def test_pivot_table_layout_and_average(gpt4):
     assert md.splitlines()[0].startswith("| metric | coherence ρ | coherence τ-b | coherence r")
     assert "| judge | 0.451 | 0.393 |" in md
     with pytest.raises(ValueError, match="no rows for level 'system'"):
-        pivot_table(df, "system")
+        correlation_table(df, "system")
 
 
 def test_missing_scores_counted_not_zeroed(gpt4):

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from csem.data.datasets import load_summeval_llm_ratings
-from csem.meta import evaluate, pivot_table
+from csem.meta import correlation_table, evaluate
 from csem.report import plot_correlations, plot_scatter, to_markdown, to_rich
 
 
@@ -20,8 +20,8 @@ def result(shared_data):
 
 def test_markdown_with_ci(result):
     _, df = result
-    p = pivot_table(df, "summary")
-    lo, hi = pivot_table(df, "summary", value="ci_low"), pivot_table(df, "summary", value="ci_high")
+    p = correlation_table(df, "summary")
+    lo, hi = correlation_table(df, "summary", value="ci_low"), correlation_table(df, "summary", value="ci_high")
     md = to_markdown(p, low=lo, high=hi)
     row = md.splitlines()[2]
     v = p.loc["judge", ("coherence", "spearman")]
@@ -36,7 +36,7 @@ def test_rich_table_has_every_column(result):
 
     _, df = result
     console = Console(width=200, record=True)
-    console.print(to_rich(pivot_table(df, "summary"), title="t"))
+    console.print(to_rich(correlation_table(df, "summary"), title="t"))
     text = console.export_text()
     assert "coherence" in text and "relevance" in text and "average" in text and "τ-b" in text
 

@@ -90,7 +90,7 @@ def meta_eval(
 
     from csem.baselines import compute_baselines
     from csem.data.records import RecordError
-    from csem.meta import evaluate, pivot_table
+    from csem.meta import correlation_table, evaluate
     from csem.meta.inputs import join_predictions, load_data, score_columns
     from csem.report import plot_correlations, plot_scatter, to_rich
 
@@ -133,7 +133,7 @@ def meta_eval(
         raise fail(exc) from exc
     pivots = {}
     for lv in levels:
-        pivots[lv] = pivot_table(df, lv)
+        pivots[lv] = correlation_table(df, lv)
         sub = df[df["level"] == lv]
         note = (f"{lv}-level, {len(records)} records, "
                 f"groups used {int(sub['n_groups'].min())}-{int(sub['n_groups'].max())}, "

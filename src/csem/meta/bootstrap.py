@@ -21,7 +21,8 @@ from typing import Hashable, Sequence
 
 import numpy as np
 
-from csem.meta.scores import ScoreTable, batch_level_values, per_document
+from csem.meta.correlation import ScoreTable, level_name, per_document
+from csem.meta.scores import batch_level_values
 
 
 def resample_counts(n_docs: int, n: int, seed: int | None) -> np.ndarray:
@@ -34,7 +35,7 @@ def resample_counts(n_docs: int, n: int, seed: int | None) -> np.ndarray:
 
 def bootstrap_samples(table: ScoreTable, level: str, method: str, counts: np.ndarray) -> np.ndarray:
     """Level correlation under each resample's document counts, shape (n,) (NaN where undefined)."""
-    if level == "summary":
+    if level_name(level) == "summary":
         v = per_document(table, method)
         ok = ~np.isnan(v)
         num = counts[:, ok] @ v[ok]
@@ -86,7 +87,7 @@ def bootstrap_ci(
     """
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    if level == "system" and systems is None:
+    if level_name(level) == "system" and systems is None:
         raise ValueError("system-level bootstrap needs one system id per item")
     table = ScoreTable.build(metric, human, groups, systems)
     return ci_from_table(table, level, method, n=n, seed=seed, confidence=confidence)

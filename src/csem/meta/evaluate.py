@@ -2,7 +2,7 @@
 
 :func:`evaluate` correlates every metric column (``metric.<name>``, ``judge.<aspect>``) with
 every human column (``human.<aspect>``) at the requested levels and methods, with bootstrap CIs
-over documents; :func:`pivot_table` turns the long table into the table G-Eval (Table 1) and
+over documents; :func:`correlation_table` turns the long table into the table G-Eval (Table 1) and
 the CSEM paper (Table V) print: rows = metrics, columns = aspect x method, plus an average.
 """
 
@@ -15,10 +15,8 @@ import numpy as np
 import pandas as pd
 
 from csem.meta.bootstrap import ci_from_table, resample_counts
-from csem.meta.correlation import LEVELS, correlate
-from csem.meta.scores import ScoreTable
+from csem.meta.correlation import LEVELS, METHODS, ScoreTable, correlations, level_name
 
-METHODS = ("spearman", "kendall", "pearson")
 COLUMNS = ("metric", "column", "aspect", "level", "method", "value", "ci_low", "ci_high",
            "n_groups", "n_skipped", "n_pairs", "n_missing")
 
@@ -102,9 +100,7 @@ def evaluate(
     for col in [*metrics, *humans]:
         if not any(col in r for r in records):
             raise KeyError(f"column '{col}' is in none of the {len(records)} records; score columns present: {present}")
-    for lv in levels:
-        if lv not in LEVELS:
-            raise ValueError(f"unknown level '{lv}'; choose from {LEVELS}")
+    levels = [level_name(lv) for lv in levels]
     groups = [r["doc_id"] if r.get("doc_id") is not None else r.get("id", i) for i, r in enumerate(records)]
     systems = [r.get("system_id") for r in records]
     if "system" in levels and any(s is None for s in systems):
@@ -123,9 +119,10 @@ def evaluate(
         for hcol in _targets(mcol, humans, match_aspects, known):
             hvals = column(hcol)
             table = ScoreTable.build(mvals, hvals, groups, systems)
+            values = correlations(mvals, hvals, levels=levels, methods=methods, groups=groups, systems=systems)
             for lv in levels:
                 for meth in methods:
-                    c = correlate(mvals, hvals, level=lv, method=meth, groups=groups, systems=systems)
+                    c = values[(lv, meth)]
                     lo = hi = math.nan
                     if counts is not None:
                         ci = ci_from_table(table, lv, meth, n=bootstrap, seed=seed, confidence=confidence,
@@ -138,7 +135,7 @@ def evaluate(
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
-def pivot_table(df: pd.DataFrame, level: str = "summary", *, methods: Sequence[str] | None = None,
+def correlation_table(df: pd.DataFrame, level: str = "summary", *, methods: Sequence[str] | None = None,
                 value: str = "value", average: bool = True) -> pd.DataFrame:
     """The papers' table for one level: rows = metrics (in first-seen order), columns =
     (aspect, method) plus ("average", method) = mean over the aspects (NaN-skipping).

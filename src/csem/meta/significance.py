@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 import numpy as np
 
 from csem.meta.bootstrap import bootstrap_samples, resample_counts
-from csem.meta.scores import ScoreTable, level_value, per_document
+from csem.meta.correlation import ScoreTable, level_name, level_value, per_document
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -93,6 +93,7 @@ def paired_test(
     """
     if test not in ("bootstrap", "permutation"):
         raise ValueError(f"unknown test '{test}'; choose 'bootstrap' or 'permutation'")
+    level = level_name(level)
     for col in (metric_a, metric_b, human):
         if not any(col in r for r in records):
             raise KeyError(f"column '{col}' is in none of the {len(records)} records")

@@ -7,7 +7,7 @@ records lack.
 
 :func:`dev_correlations` computes Kendall tau-b / Spearman / Pearson of the model's scores with the
 labels and, where present, with ``human.<aspect>`` columns, through
-:func:`csem.meta.correlation.correlate`: summary level (per ``doc_id``, averaged) when every dev
+:func:`csem.meta.correlation.correlations`: summary level (per ``doc_id``, averaged) when every dev
 record has a ``doc_id``, dataset level otherwise.
 """
 
@@ -17,11 +17,9 @@ import math
 from typing import Any, Mapping, Sequence
 
 from csem.data.records import references_of
-from csem.meta.correlation import correlate
+from csem.meta.correlation import METHODS, correlations
 from csem.model.config import LabelSpec
 from csem.model.features import NEEDS_REFERENCE, NEEDS_SOURCE
-
-METHODS = ("kendall", "spearman", "pearson")
 
 
 class TrainingDataError(ValueError):
@@ -164,7 +162,8 @@ def dev_correlations(scores: Mapping[str, Sequence[float]], records: Sequence[Ma
             if all(g is None for g in gold):
                 entry[target] = None
                 continue
-            entry[target] = {m: correlate(metric, gold, level=level, method=m, groups=groups).value for m in METHODS}
+            values = correlations(metric, gold, levels=[level], methods=METHODS, groups=groups)
+            entry[target] = {m: values[(level, m)].value for m in METHODS}
         for m in METHODS:
             means[m].append(entry["label"][m])
         out["aspects"][spec.aspect] = entry

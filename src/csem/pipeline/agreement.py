@@ -3,14 +3,14 @@
 For every aspect: the student's score column ``metric.<name>.<aspect>`` against the judge's
 ``judge.<aspect>`` and, where present, against ``human.<aspect>``; the judge against the humans
 too. Spearman, Kendall tau-b and Pearson at summary level (per source, averaged) and dataset level
-(pooled), from :func:`csem.meta.correlation.correlate`.
+(pooled), from the one evaluator, :func:`csem.meta.correlation.correlations`.
 """
 
 from __future__ import annotations
 
 import math
 
-from csem.meta.correlation import correlate
+from csem.meta.correlation import METHODS, correlations
 
 
 def aspect_of(col: str) -> str:
@@ -46,10 +46,11 @@ def agreement_table(records: list[dict], label_cols: list[str], *, human_cols: l
         for scorer, xcol, target, ycol in pairs:
             x = [r.get(xcol) for r in records]
             y = [r.get(ycol) for r in records]
+            values = correlations(x, y, levels=levels, methods=METHODS, groups=groups)
             for level in levels:
                 row = {"aspect": aspect, "scorer": scorer, "target": target, "level": level}
-                for method in ("spearman", "kendall", "pearson"):
-                    res = correlate(x, y, level=level, method=method, groups=groups)
+                for method in METHODS:
+                    res = values[(level, method)]
                     row[method] = None if math.isnan(res.value) else round(res.value, 4)
                     row.update(n_groups=res.n_groups, n_skipped=res.n_skipped, n_pairs=res.n_pairs,
                                n_missing=res.n_missing)

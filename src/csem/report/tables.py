@@ -1,4 +1,8 @@
-"""Correlation tables as people read them: Markdown for READMEs, rich tables for the terminal.
+"""Tables as people read them: Markdown for READMEs and reports, rich tables for the terminal.
+
+:func:`markdown_table` renders any rows (the run report's agreement table, benchmark tables);
+:func:`to_markdown` and :func:`to_rich` render a correlation table of :func:`csem.meta.correlation_table`;
+:func:`fmt` formats one cell for all of them.
 
 The layout is the one of G-Eval (Liu et al. 2023, Table 1) and the CSEM paper (Table V):
 rows = metrics, columns = aspects x correlation methods, plus an average column.
@@ -7,17 +11,49 @@ rows = metrics, columns = aspects x correlation methods, plus an average column.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 METHOD_SYMBOL = {"spearman": "ρ", "kendall": "τ-b", "kendall_b": "τ-b", "kendall_c": "τ-c", "pearson": "r"}
 
 
-def _fmt(v: Any, digits: int) -> str:
+def fmt(v: Any, digits: int = 3, missing: str = "–") -> str:
+    """A table cell: floats with ``digits`` decimals, ``missing`` for None/NaN, ints and text as they are."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "–"
+        return missing
+    if isinstance(v, bool) or not isinstance(v, (float, np.floating)):
+        return str(v)
     return f"{v:.{digits}f}"
+
+
+def markdown_table(rows: Sequence[Mapping[str, Any]] | Sequence[Sequence[Any]], columns: Sequence[str], *,
+                   headers: Sequence[str] | None = None, digits: int = 3, missing: str = "–",
+                   align: str | Sequence[str] | None = None) -> str:
+    """A Markdown table: one header row, one line per row; the one renderer of csem's Markdown tables.
+
+    Args:
+        rows: dicts (cells looked up by ``columns``; an absent key is ``missing``) or sequences
+            (cells in ``columns`` order).
+        columns: keys of the cells; headers: header texts (default ``columns``).
+        digits, missing: see :func:`fmt`; a cell that is already a string is written as is.
+        align: per column ``"l"`` or ``"r"`` (one string for all, e.g. ``"lrr"``, or a list);
+            default: ``---`` everywhere.
+
+    Returns:
+        The table as one string (no trailing newline).
+    """
+    heads = list(headers or columns)
+    if align is None:
+        marks = ["---"] * len(heads)
+    else:
+        marks = ["---:" if a == "r" else "---" for a in (list(align) + ["l"] * len(heads))[:len(heads)]]
+    lines = ["| " + " | ".join(heads) + " |", "| " + " | ".join(marks) + " |"]
+    for r in rows:
+        cells = [r.get(c) for c in columns] if isinstance(r, Mapping) else list(r)
+        lines.append("| " + " | ".join(c if isinstance(c, str) else fmt(c, digits, missing) for c in cells) + " |")
+    return "\n".join(lines)
 
 
 def _header(col: tuple) -> str:
@@ -27,7 +63,7 @@ def _header(col: tuple) -> str:
 
 def to_markdown(pivot: pd.DataFrame, *, digits: int = 3, low: pd.DataFrame | None = None,
                 high: pd.DataFrame | None = None) -> str:
-    """Markdown table of a :func:`csem.meta.pivot_table` result.
+    """Markdown table of a :func:`csem.meta.correlation_table` result.
 
     Args:
         pivot: rows = metrics, MultiIndex columns (aspect, method).
@@ -39,19 +75,19 @@ def to_markdown(pivot: pd.DataFrame, *, digits: int = 3, low: pd.DataFrame | Non
         The table as a string (one header row, one row per metric).
     """
     cols = list(pivot.columns)
-    lines = ["| metric | " + " | ".join(_header(c) for c in cols) + " |",
-             "| --- | " + " | ".join("---:" for _ in cols) + " |"]
+    rows = []
     for name, row in pivot.iterrows():
-        cells = []
+        cells = [str(name)]
         for c in cols:
-            cell = _fmt(row[c], digits)
+            cell = fmt(row[c], digits)
             if low is not None and high is not None and c in low.columns and name in low.index:
                 lo, hi = low.loc[name, c], high.loc[name, c]
                 if not (isinstance(lo, float) and math.isnan(lo)):
-                    cell += f" [{_fmt(lo, 2)}, {_fmt(hi, 2)}]"
+                    cell += f" [{fmt(lo, 2)}, {fmt(hi, 2)}]"
             cells.append(cell)
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        rows.append(cells)
+    return markdown_table(rows, ["metric", *map(str, cols)], headers=["metric", *(_header(c) for c in cols)],
+                          align="l" + "r" * len(cols))
 
 
 def to_rich(pivot: pd.DataFrame, *, title: str = "", digits: int = 3):
@@ -67,7 +103,7 @@ def to_rich(pivot: pd.DataFrame, *, title: str = "", digits: int = 3):
     for name, row in pivot.iterrows():
         cells = []
         for c in pivot.columns:
-            s = _fmt(row[c], digits)
+            s = fmt(row[c], digits)
             if len(pivot) > 1 and not pd.isna(row[c]) and row[c] == best[c]:
                 s = f"[bold]{s}[/bold]"
             cells.append(s)
