@@ -87,6 +87,13 @@ def _write(tmp_path, name, text: str | bytes):
     ("dup.jsonl", '{"id": 1, "source": "s", "candidate": "c"}\n{"id": 1, "source": "s", "candidate": "c"}\n', 2, "id",
      "duplicate id"),
     ("type.jsonl", '{"source": "s", "candidate": 5}\n', 1, "candidate", "must be a string"),
+    # issue 11: a score that is not a number is an error, never a silent null
+    ("label.jsonl", '{"source": "s", "candidate": "c", "judge.coherence": 4}\n'
+     '{"source": "s", "candidate": "c2", "judge.coherence": "four"}\n', 2, "judge.coherence", "not a number"),
+    ("label.csv", "source,candidate,human.fluency\ns,c,3\ns,c2,good\n", 3, "human.fluency", "not a number"),
+    ("bool.jsonl", '{"source": "s", "candidate": "c", "metric.x": true}\n', 1, "metric.x", "not a number"),
+    ("nul.jsonl", '{"source": "s", "candidate": "c"}\n{"source": "s\\u0000x", "candidate": "c"}\n', 2, "source",
+     "NUL byte"),
 ])
 def test_errors_name_file_line_and_field(tmp_path, name, content, line, field, message):
     p = _write(tmp_path, name, content)
@@ -125,3 +132,55 @@ def test_writer_is_atomic_and_keeps_old_file_on_error(tmp_path):
     with pytest.raises(RuntimeError):
         write_records(Boom(), p)
     assert p.read_text() == before
+
+
+def test_numeric_columns_outside_the_grammar(tmp_path):
+    p = _write(tmp_path, "r.jsonl", '{"source": "s", "candidate": "c", "rating": "4"}\n'
+               '{"source": "s", "candidate": "c2", "rating": "four"}\n')
+    assert read_records(p)[1]["rating"] == "four"  # not a score column: kept as it is
+    with pytest.raises(RecordError, match="not a number") as err:
+        read_records(p, numeric=["rating"])
+    assert err.value.line == 2 and err.value.field == "rating"
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".parquet"])
+def test_judged_file_round_trips_side_fields(tmp_path, suffix):
+    """issue 11: the reasons and raw answers of a judged file survive writing and reading back."""
+    rows = [
+        {"id": "1", "source": "s", "candidate": "c", "judge.coherence": 4.25, "judge.coherence.mass": 0.97,
+         "judge.coherence.raw": "4", "judge.fluency": None, "judge.fluency.missing": "unparseable answer: no score found",
+         "judge.fluency.raw": '{"reason": "fine", "verdict": "good"}', "metric.csem.coherence": 3.5,
+         "metric.csem.coherence.std": 0.25},
+        {"id": "2", "source": "s", "candidate": "d", "judge.coherence": 2.0, "judge.coherence.mass": 1.0,
+         "judge.coherence.raw": "2", "judge.fluency": None, "judge.fluency.missing": "backend error: prompt too long",
+         "judge.fluency.raw": '["3 or 4", "maybe"]', "metric.csem.coherence": 2.5, "metric.csem.coherence.std": 0.5},
+    ]
+    back = read_records(write_records(rows, tmp_path / f"judged{suffix}"))
+    for want, got in zip(rows, back):
+        for k, v in want.items():
+            assert got[k] == v, (suffix, k, got[k])
+
+
+def test_directory_is_named_as_such(tmp_path):
+    for d in (tmp_path / "data.jsonl", tmp_path / "folder"):
+        d.mkdir()
+        with pytest.raises(RecordError, match="is a directory"):
+            read_records(d)
+
+
+def test_check_output_path(tmp_path):
+    from csem.data.records import check_output_path
+
+    assert check_output_path(tmp_path / "new" / "deeper" / "out.jsonl") == tmp_path / "new" / "deeper" / "out.jsonl"
+    assert not (tmp_path / "new").exists()  # nothing is created
+    with pytest.raises(RecordError, match="unknown file format"):
+        check_output_path(tmp_path / "out.xlsx")
+    (tmp_path / "d.jsonl").mkdir()
+    with pytest.raises(RecordError, match="is a directory"):
+        check_output_path(tmp_path / "d.jsonl")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(RecordError, match="is a file, not a folder"):
+        check_output_path(tmp_path / "file" / "out.jsonl")
+    with pytest.raises(RecordError, match="not a folder"):
+        check_output_path(tmp_path / "file", kind="folder")
+    check_output_path(tmp_path / "model-dir", kind="folder")

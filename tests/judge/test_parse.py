@@ -58,3 +58,62 @@ def test_scale_object_and_other_scales():
 def test_last_labelled_score_wins_and_matched_text_is_kept():
     r = parse_score("Score: 2 ... on reflection, Score: 4", SCALE)
     assert r.score == 4 and "4" in r.matched
+
+
+# issue 11: every case decided deliberately (rules in csem.judge.parse's docstring)
+@pytest.mark.parametrize("text, expected", [
+    # natural sentences with the aspect or the summary as subject
+    ("The coherence of this summary is 2", 2), ("I'd give this summary a 2", 2), ("This summary deserves a 4.", 4),
+    ("My rating is 4", 4), ("I would score it 3", 3), ("The summary is coherent. Actually, I think it deserves a 2.", 2),
+    # numbers in other spellings
+    ("three and a half", 3.5), ("Three and a half stars", 3.5), ("4,5", 4.5), ("Score: 4.5", 4.5),
+    # self-corrections: the corrected value wins
+    ("3 out of 5, no wait, 4 out of 5", 4), ("Score: 2. On second thought, Score: 3", 3),
+    ("Score: 4. Actually the summary is good.", 4),
+    # scale declarations that agree with the rubric are fine
+    ("Score: 4 (on a 1-5 scale)", 4), ("Score (out of 5): 4", 4), ("on a scale of 1 to 5, I'd give it a 4", 4),
+    ("Score: 4 out of 5 stars", 4), ("Score: 4/5 (80%)", 4),
+    # judges' own conventions
+    ("[RESULT] 4", 4), ("Feedback: The response is clear but misses one point.\n[RESULT] 4", 4),
+    ("Feedback: ... [RESULT] (3)", 3), ('{"score": 4, "reason": "clear and complete"}', 4),
+    ('```json\n{"coherence": 3, "explanation": "mostly 2 topics"}\n```', 3),
+    ('{"score": 4, "reason": "The summ', 4),  # cut off by max_tokens after the score
+    ('{"scores": {"coherence": 5, "relevance": 2}}', 5), ('{"score": "4/5"}', 4), ("<score>4</score>", 4),
+    ("<rating> 2 </rating>", 2), ("Rating: [[4]]", 4), ("[[3]]", 3),
+    # echoed prompt text is not the verdict
+    ("Score 1: The summary is incoherent.\nScore 5: The summary is perfectly coherent.\nMy verdict: 3", 3),
+    ("Reference Answer (Score 5): The summary covers all 5 key points.\n\nFeedback: weaker.\nScore: 3", 3),
+    ("The reference answer (Score 5) is better; the response gets a score of 2", 2),
+    ("###Reference Answer (Score 5):\nA perfect summary.\n###Feedback: it misses a point. [RESULT] 4", 4),
+    ("Score: 3. (A score of 5 would mean a perfect summary.)", 3),
+])
+def test_parses_score_issue11(text, expected):
+    r = parse_score(text, SCALE, aspect="coherence")
+    assert r.score == pytest.approx(expected), (text, r)
+    assert r.reason is None
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("Score: -2", "out of scale"), ("-2", "out of scale"), ("Rating: \u22123", "out of scale"),
+    ("1e3", "out of scale"), ("Score: 1,000", "out of scale"), ('{"score": 7}', "out of scale"),
+    # ranges and hedges: the judge did not decide; never the lower end
+    ("4-5", "ambiguous score"), ("Score: 3-4", "ambiguous score"), ("3 to 4", "ambiguous score"),
+    ("2 or 3", "ambiguous score"), ("Coherence: between 3 and 4", "ambiguous score"),
+    ("<score>4-5</score>", "ambiguous score"), ("I'd rate it 3 or 4.", "ambiguous score"),
+    # a scale in words or parentheses that is not the rubric's
+    ("4 out of ten", "score on another scale"), ("Score: 4 (on a 1-10 scale)", "score on another scale"),
+    ("On a scale of 1 to 10, I'd give it a 4", "score on another scale"),
+    # no verdict at all
+    ("It is often 3 sentences long", "no score found"), ("In 2015 the team scored 3 goals.", "no score found"),
+    ("5 - excellent\n4 - good\n3 - fair\n2 - poor\n1 - bad", "no score found"),  # an echoed scale
+    ('{"reason": "a fine summary"}', "no score found"),
+])
+def test_missing_issue11(text, reason):
+    r = parse_score(text, SCALE, aspect="coherence")
+    assert r.score is None and r.reason.startswith(reason), (text, r)
+
+
+def test_structured_answer_beats_numbers_in_its_reasoning():
+    text = '{"reason": "Score 5 would need all 3 points; it has 2.", "score": 2}'
+    assert parse_score(text, SCALE).score == 2
+    assert parse_score("Coherence: 4\n[RESULT] 2", SCALE, aspect="coherence").score == 2

@@ -91,7 +91,8 @@ def meta_eval(
     from csem.baselines import compute_baselines
     from csem.data.records import RecordError
     from csem.meta import correlation_table, evaluate
-    from csem.meta.inputs import join_predictions, load_data, score_columns
+    from csem.data.columns import aspect_of, format_column, score_columns
+    from csem.meta.inputs import PREDICTION_KINDS, join_predictions, load_data
     from csem.report import plot_correlations, plot_scatter, to_rich
 
     console = Console()
@@ -115,14 +116,14 @@ def meta_eval(
                 compute_baselines(records, names, multi_ref=multi_ref)
     except (ValueError, TypeError, RecordError, FileNotFoundError, KeyError) as exc:
         raise fail(exc) from exc
-    humans = score_columns(records, ("human.",))
+    humans = score_columns(records, ("human",))
     wanted = _split(aspect)
     if wanted:
         missing = [a for a in wanted if f"human.{a}" not in humans]
         if missing:
-            raise fail(f"aspect(s) {missing} not in the data; aspects: {[h.split('.', 1)[1] for h in humans]}")
-        humans = [f"human.{a}" for a in wanted]
-    metrics = _split(metric) or score_columns(records)
+            raise fail(f"aspect(s) {missing} not in the data; aspects: {[aspect_of(h) for h in humans]}")
+        humans = [format_column("human", a) for a in wanted]
+    metrics = _split(metric) or score_columns(records, PREDICTION_KINDS)
     if not metrics:
         raise fail("nothing to evaluate: give --pred files, --baseline names or a data file "
                    "with metric.*/judge.* columns")
@@ -173,8 +174,7 @@ def meta_eval(
         meth0 = methods[0]
         for lv in levels:
             written.append(plot_correlations(df, plot / f"correlations_{lv}_{meth0}.png", level=lv, method=meth0))
-        h = f"human.{plot_aspect}" if plot_aspect else humans[0]
-        m = plot_metric or next((c for c in metrics if c.partition("@")[0].endswith("." + h.split(".", 1)[1])),
-                                metrics[0])
+        h = format_column("human", plot_aspect) if plot_aspect else humans[0]
+        m = plot_metric or next((c for c in metrics if aspect_of(c) == aspect_of(h)), metrics[0])
         written.append(plot_scatter(records, m, h, plot / f"scatter_{m.replace('/', '_')}_{h}.png"))
         console.print("wrote " + ", ".join(str(p) for p in written))

@@ -9,7 +9,10 @@ A record is a plain ``dict`` with these well-known keys (any other key is kept u
 * ``reference`` (str | list[str] | None): one or several references.
 * ``doc_id``, ``system_id`` (str, optional): grouping keys for summary- and system-level
   correlations.
-* score columns: ``human.<aspect>``, ``judge.<aspect>``, ``metric.<name>`` (float or None).
+* score columns: ``human.<aspect>``, ``judge.<aspect>``, ``metric.<name>[.<aspect>]`` (float or
+  None) and their side fields (``.missing``/``.raw`` text, ``.mass``/``.std`` numbers), named by the
+  grammar of :mod:`csem.data.columns`. A score that is not a number (``"four"``) is an error; an
+  empty cell, ``null``, ``NaN``, ``NA`` or ``N/A`` is a missing score (None).
 
 Readers never drop columns they did not produce, and writers write back every column.
 Every malformed row raises :class:`RecordError` naming the file, the line (1-based, for CSV
@@ -24,6 +27,8 @@ import json
 import math
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+from csem.data.columns import side_kind
 
 CANDIDATE_ALIASES = ("candidate", "hypothesis", "summary", "translation", "response", "output")
 REFERENCE_ALIASES = ("reference", "references", "ref", "refs")
@@ -102,13 +107,13 @@ def _iter_raw(path: Path, fmt: str) -> Iterator[tuple[int, dict]]:
     for row in reader:
         if None in row:
             raise RecordError(path, reader.line_num, None, "more values than header columns")
-        yield reader.line_num, {k: _csv_value(v) for k, v in row.items()}
+        yield reader.line_num, {k: _csv_value(v, k) for k, v in row.items()}
 
 
-def _csv_value(v: Any) -> Any:
+def _csv_value(v: Any, key: str | None = None) -> Any:
     if v is None or v == "":
         return None
-    if isinstance(v, str) and v[:1] in "[{":
+    if isinstance(v, str) and v[:1] in "[{" and side_kind(key) != "text":  # a judge's raw answer stays text
         try:
             return json.loads(v)
         except json.JSONDecodeError:
@@ -116,18 +121,36 @@ def _csv_value(v: Any) -> Any:
     return v
 
 
-def _is_score_key(key: str) -> bool:
-    return key.startswith(("human.", "judge.", "metric."))
+MISSING_MARKERS = ("", "nan", "null", "none", "na", "n/a")  # read as a missing score (case-insensitive)
 
 
-def _to_score(value: Any) -> float | None:
+def _to_score(value: Any, path: str | Path, line: int | None, field: str) -> float | None:
+    """A score cell as float or None; anything else that is not a number is a :class:`RecordError`."""
     if value is None:
         return None
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
+    if isinstance(value, str) and value.strip().lower() in MISSING_MARKERS:
         return None
-    return None if math.isnan(f) else f
+    if not isinstance(value, bool):
+        try:
+            f = float(value)
+        except (TypeError, ValueError):
+            f = None
+        if f is not None:
+            if math.isinf(f):
+                raise RecordError(path, line, field, f"score {value!r} is infinite")
+            return None if math.isnan(f) else f
+    raise RecordError(path, line, field, f"score {value!r} is not a number "
+                      "(write a number, or leave the cell empty / null for a missing score)")
+
+
+def _convert_scores(rec: dict, numeric: Sequence[str], path: str | Path, line: int | None) -> None:
+    """Score columns and numeric side fields to float/None, text side fields to str/None (in place)."""
+    for k in list(rec):
+        kind = "score" if k in numeric else side_kind(k)
+        if kind in ("score", "number"):
+            rec[k] = _to_score(rec[k], path, line, k)
+        elif kind == "text" and rec[k] is not None and not isinstance(rec[k], str):
+            rec[k] = json.dumps(rec[k], ensure_ascii=False) if isinstance(rec[k], (list, dict)) else str(rec[k])
 
 
 def normalize_record(
@@ -137,6 +160,7 @@ def normalize_record(
     required: Sequence[str] = TEXT_FIELDS,
     path: str | Path = "<records>",
     line: int | None = None,
+    numeric: Sequence[str] = (),
 ) -> dict:
     """Map a raw row onto the csem record schema.
 
@@ -145,13 +169,15 @@ def normalize_record(
         columns: user column mapping ``{csem_field: user_column}``, e.g. ``{"source": "article"}``.
         required: fields that must be present and non-empty.
         path, line: used in error messages.
+        numeric: further columns that must hold numbers or be empty, as score columns do
+            (e.g. a label column named outside the score-column grammar).
 
     Returns:
         A new dict: csem field names first, every other column kept as is.
 
     Raises:
         RecordError: a required field is missing or empty, a text is not a string or is longer
-            than ``MAX_TEXT_CHARS``, a mapped column is absent.
+            than ``MAX_TEXT_CHARS``, a mapped column is absent, a score is not a number.
     """
     columns = dict(columns or {})
     rec: dict[str, Any] = {}
@@ -190,10 +216,17 @@ def normalize_record(
             continue
         if not isinstance(value, str):
             raise RecordError(path, line, field, f"'{field}' must be a string, got {type(value).__name__}")
+        if "\x00" in value:
+            raise RecordError(path, line, field, f"'{field}' contains a NUL byte (at character {value.index(chr(0))}); "
+                              "the file is probably binary or corrupted: remove the NUL bytes")
         if len(value) > MAX_TEXT_CHARS:
             raise RecordError(path, line, field, f"'{field}' has {len(value):,} characters "
                               f"(limit {MAX_TEXT_CHARS:,}); is the file split into rows correctly?")
     ref = rec.get("reference")
+    if any("\x00" in r for r in ([ref] if isinstance(ref, str) else ref if isinstance(ref, list) else [])
+           if isinstance(r, str)):
+        raise RecordError(path, line, "reference", "'reference' contains a NUL byte; the file is probably binary "
+                          "or corrupted: remove the NUL bytes")
     if isinstance(ref, list):
         refs = [r for r in ref if isinstance(r, str) and r.strip()]
         if len(refs) != len(ref):
@@ -202,9 +235,7 @@ def normalize_record(
         raise RecordError(path, line, "reference", f"'reference' must be a string or list of strings, got {type(ref).__name__}")
     elif isinstance(ref, str) and not ref.strip():
         rec["reference"] = None
-    for k in list(rec):
-        if _is_score_key(k):
-            rec[k] = _to_score(rec[k])
+    _convert_scores(rec, numeric, path, line)
     if rec.get("id") is None:
         rec["id"] = str(line) if line is not None else None
     else:
@@ -221,6 +252,7 @@ def read_records(
     columns: Mapping[str, str] | None = None,
     required: Sequence[str] = TEXT_FIELDS,
     fmt: str | None = None,
+    numeric: Sequence[str] = (),
 ) -> list[dict]:
     """Read a JSONL/CSV/TSV/Parquet file into csem records.
 
@@ -228,28 +260,62 @@ def read_records(
         path: input file; the format comes from the suffix unless ``fmt`` is given.
         columns: ``{csem_field: user_column}`` mapping (``--source-col`` etc. on the CLI).
         required: fields every row must have (default: ``source`` and ``candidate``).
+        numeric: further columns that must hold numbers or be empty (score columns always must).
 
     Returns:
         One dict per row, in file order; ``id`` defaults to the 1-based line number.
 
     Raises:
         FileNotFoundError: no such file.
-        RecordError: unknown format, non-UTF-8 bytes, malformed JSON, missing/empty field,
-            duplicate ``id``; the message names the file, line and field.
+        RecordError: a directory, unknown format, non-UTF-8 bytes, malformed JSON, missing/empty
+            field, a NUL byte in a text, a score that is not a number, duplicate ``id``; the message
+            names the file, line and field.
     """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file")
+    if path.is_dir():
+        raise RecordError(path, None, None, "is a directory, not a records file (.jsonl, .csv, .tsv or .parquet)")
     kind = _format(path, fmt)
     out: list[dict] = []
     seen: dict[str, int] = {}
     for line, row in _iter_raw(path, kind):
-        rec = normalize_record(row, columns=columns, required=required, path=path, line=line)
+        rec = normalize_record(row, columns=columns, required=required, path=path, line=line, numeric=numeric)
         if rec["id"] in seen:
             raise RecordError(path, line, "id", f"duplicate id '{rec['id']}' (first at line {seen[rec['id']]})")
         seen[rec["id"]] = line
         out.append(rec)
     return out
+
+
+def check_output_path(path: str | Path, *, fmt: str | None = None, kind: str = "records file") -> Path:
+    """Check, before any work, that a records file can be written at ``path``.
+
+    ``kind="folder"`` checks a folder to be created or filled instead (no format). Nothing is written.
+
+    Raises:
+        RecordError: unknown format (for a records file), ``path`` is a directory (records file) or a
+            file (folder), or its parent folder cannot be created or written.
+    """
+    import os
+
+    path = Path(path)
+    if kind == "folder":
+        if path.exists() and not path.is_dir():
+            raise RecordError(path, None, None, "exists and is not a folder")
+    else:
+        if path.is_dir():
+            raise RecordError(path, None, None, "is a directory; give a file name (.jsonl, .csv, .tsv or .parquet)")
+        _format(path, fmt)
+    parent = path.parent if kind != "folder" or not path.exists() else path
+    probe = parent
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise RecordError(path, None, None, f"cannot be created: {probe} is a file, not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise RecordError(path, None, None, f"cannot be written: no write permission in {probe}")
+    return path
 
 
 def write_records(records: Iterable[Mapping[str, Any]], path: str | Path, *, fmt: str | None = None) -> Path:

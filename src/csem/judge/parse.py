@@ -1,31 +1,73 @@
 """Pure parsers from a judge's free-text answer to a score (prometheus-eval style: no I/O, own tests).
 
-Accepted forms (case-insensitive, markdown emphasis ignored): ``4``, ``4.``, ``**4**``, ``4/5``,
-``4 out of 5``, ``Score: 4``, ``Rating - 4``, ``- Coherence: 4``, ``score of 4``, ``I would rate it
-4``, ``4 stars``, ``★★★★☆``, ``four``. A number inside reasoning ("covers 3 of the 5 points") is not a
-score: a number counts only when the answer starts with it, when it is labelled (score/rating/
-aspect name/"rate it"), or when it carries the scale ("4/5", "4 out of 5", "4 stars"). When several
-labelled scores disagree, the last one wins (answers end with the verdict); a label naming the
-rubric's aspect beats a generic one.
+An answer with no clear score on the rubric's scale is *missing* (``score=None``) with a reason;
+never 0, never NaN, never a guess. The rules, in the order they are tried:
 
-An answer without a score, or with one outside the scale, is *missing* (``score=None``) with a
-reason; never 0 and never NaN.
+1. **Structured answers** are read first, the last one wins: JSON (``{"score": 4, "reason": ...}``,
+   also inside a code fence or cut off after the score; keys: the rubric's aspect, ``score``,
+   ``rating``, ``final_score``, ``overall_score``, ``grade``, ``result``; one level of nesting such as
+   ``{"scores": {"coherence": 4}}``), Prometheus' ``[RESULT] 4``, tags ``<score>4</score>``
+   (``score``, ``rating``, ``grade``, ``answer``, ``result`` or the aspect) and MT-Bench's ``[[4]]``.
+2. **Echoed prompt text is dropped** before the free-text rules: a scale description (two or more
+   lines such as ``Score 1: The response ...`` / ``5 - excellent``), a quoted reference answer labelled
+   with its own score (``Reference Answer (Score 5): ...`` up to the next blank line or header), and
+   scale declarations (``(1-5)``, ``on a scale of 1 to 5``, ``on a 1-10 scale``). A declared scale whose
+   maximum is not the rubric's makes the answer missing (``score on another scale``).
+3. **Self-corrections**: after the last correction marker (``no wait``, ``actually``, ``correction``,
+   ``on second thought``, ``on reflection``, ``let me revise``, ``I mean``, ``scratch that``) the
+   text after it is read first; the whole answer only when it holds no score.
+4. **Free text**, first rule that matches, last occurrence within a rule: a number labelled with the
+   rubric's aspect (``Coherence: 4``, ``The coherence of this summary is 2``), then with a generic
+   label (``Score: 4``, ``Rating - 4``, ``score of 2``, ``My rating is 4``); a form line ``Name: 4``;
+   a verb (``I would rate it 4``, ``I'd give this summary a 2``, ``deserves a 4``); a number the
+   answer starts with (``4``, ``4.``, ``4 - clear``; not the first item of a numbered list); a number
+   carrying the scale anywhere (``4/5``, ``4 out of 5``, ``4 stars``); star glyphs (``★★★★☆``). A
+   labelled number followed by ``would``/``means``/``indicates``/``represents``/``corresponds`` is a
+   hypothetical (``a score of 5 would mean ...``) and is skipped. A number inside reasoning
+   ("covers 3 of the 5 points") is never a score.
+
+How a value is read:
+
+* Numbers: ``4``, ``3.5``, ``4,5`` (decimal comma: 4.5), ``1,000`` (thousands: 1000), ``1e3`` (1000),
+  ``-2`` (a minus sign directly before the digits is kept, so ``Score: -2`` on 1-5 is out of scale);
+  words ``zero`` ... ``ten``, and ``three and a half`` (3.5).
+* A denominator must be the rubric's maximum: ``4/5``, ``4 out of 5``; ``4/10`` and ``4 out of ten``
+  on a 1-5 scale are missing (``score on another scale``).
+* A range or hedge (``4-5``, ``3 to 4``, ``2 or 3``, ``between 3 and 4``) is missing (``ambiguous
+  score``): the judge did not decide, and neither end nor the midpoint is its verdict.
+* A value outside ``[min, max]`` is missing (``out of scale``).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
 _WORDS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
           "eight": 8, "nine": 9, "ten": 10}
-_NUM = r"(\d+(?:\.\d+)?|zero|one|two|three|four|five|six|seven|eight|nine|ten)"
+_WORD = r"(?:zero|one|two|three|four|five|six|seven|eight|nine|ten)\b"
+# one number token: thousands, decimal (point or comma), exponent, an attached minus sign; or a word
+_DIGITS = r"[-\u2212]?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+(?:\.\d+|,\d{1,2}(?!\d))?(?:[eE][+-]?\d+)?)"
+_NUM = rf"(?:{_DIGITS}|{_WORD})"
+_HALF = r"\s+and\s+a\s+half\b"
+# a value expression: number [and a half] [range/hedge second number] [/ or "out of" denominator]
+_VALUE = re.compile(
+    rf"(?P<a>{_NUM})(?P<ah>{_HALF})?"
+    rf"(?:\s*(?P<sep>-|\u2013|\u2014|\bto\b|\bor\b|\band\b)\s*(?P<b>{_NUM})(?P<bh>{_HALF})?)?"
+    rf"(?:\s*(?:/|\bout\s+of\b)\s*(?P<d>{_NUM}))?", re.IGNORECASE)
 _LABEL = r"(?:final\s+score|overall\s+score|score|rating|grade|evaluation|verdict|stars?)"
+_HYPOTHETICAL = re.compile(r"\s*[,;]?\s*(?:would|means|meaning|indicates|represents|corresponds|is\s+reserved|"
+                           r"is\s+given|is\s+for|=\s*[a-z])", re.IGNORECASE)
+_CORRECTION = re.compile(r"\b(?:no,?\s+wait|wait,?\s+no|actually|correction|on\s+second\s+thought|on\s+reflection|"
+                         r"let\s+me\s+(?:revise|correct|reconsider)|i\s+mean|scratch\s+that)\b", re.IGNORECASE)
+_JSON_KEYS = ("score", "rating", "final_score", "overall_score", "grade", "result", "overall")
 
 REASON_EMPTY = "empty answer"
 REASON_NO_SCORE = "no score found"
 REASON_OUT_OF_SCALE = "out of scale"
 REASON_OTHER_SCALE = "score on another scale"
+REASON_AMBIGUOUS = "ambiguous score"
 
 
 @dataclass(frozen=True)
@@ -35,7 +77,7 @@ class ParseResult:
     Attributes:
         score: the score (within the scale, may be fractional such as 3.5) or None when missing.
         reason: why it is missing (``empty answer`` | ``no score found`` | ``out of scale (..)`` |
-            ``score on another scale (..)``); None when a score was found.
+            ``score on another scale (..)`` | ``ambiguous score (..)``); None when a score was found.
         matched: the piece of text the score was read from.
     """
 
@@ -48,25 +90,231 @@ class ParseResult:
         return self.score is not None
 
 
-def _num(tok: str) -> float:
-    tok = tok.lower()
-    return float(_WORDS[tok]) if tok in _WORDS else float(tok)
+class _Found(Exception):
+    """Internal: a rule decided (carries the result)."""
+
+    def __init__(self, result: ParseResult):
+        self.result = result
+
+
+def _number(tok: str) -> float:
+    tok = tok.lower().replace("\u2212", "-")
+    if tok in _WORDS:
+        return float(_WORDS[tok])
+    if re.fullmatch(r"-?\d{1,3}(?:,\d{3})+", tok):
+        return float(tok.replace(",", ""))
+    return float(tok.replace(",", "."))
 
 
 def _clean(text: str) -> str:
-    t = text.replace("\u2019", "'")
-    t = re.sub(r"[*_`#]+", "", t)  # markdown emphasis, code, headings
-    t = re.sub(r"\(\s*\d+\s*[-\u2013to]+\s*\d+\s*(?:stars?|points?)?\s*\)", "", t, flags=re.IGNORECASE)  # "(1-5 stars)"
+    t = text.replace("\u2019", "'").replace("\u00a0", " ")
+    t = re.sub(r"[*_`#]+", " ", t)  # markdown emphasis, code, headings
+    t = re.sub(r"[ \t]+", " ", t)
     return t.strip()
 
 
+class _Reader:
+    """Applies the rules of the module docstring to one answer."""
+
+    def __init__(self, lo: float, hi: float, aspect: str | None):
+        self.lo, self.hi, self.aspect = lo, hi, aspect
+
+    # -- values ---------------------------------------------------------------------------------
+    def decide(self, m: re.Match, matched: str | None = None) -> ParseResult:
+        """Turn a :data:`_VALUE` match into a result (range, denominator and scale checks)."""
+        matched = (matched if matched is not None else m.group(0)).strip()
+        if m.group("b") is not None:
+            return ParseResult(None, f"{REASON_AMBIGUOUS} (range or hedge '{m.group(0).strip()}'; "
+                               f"expected one score in {self.lo:g}-{self.hi:g})", matched)
+        value = _number(m.group("a")) + (0.5 if m.group("ah") else 0.0)
+        if m.group("d") is not None and _number(m.group("d")) != self.hi:
+            return ParseResult(None, f"{REASON_OTHER_SCALE} ({m.group(0).strip()}; expected {self.lo:g}-{self.hi:g})",
+                               matched)
+        if value < self.lo or value > self.hi:
+            return ParseResult(None, f"{REASON_OUT_OF_SCALE} ({value:g} not in {self.lo:g}-{self.hi:g})", matched)
+        return ParseResult(value, None, matched)
+
+    def value_at(self, text: str, pos: int) -> re.Match | None:
+        return _VALUE.match(text, pos)
+
+    def read_string(self, s: str, matched: str) -> ParseResult | None:
+        """A JSON field's value: a number, optionally followed by words without digits ("4 - good")."""
+        s = s.strip()
+        m = _VALUE.match(s)
+        if m is None or re.search(r"\d", s[m.end():]):
+            return None
+        return self.decide(m, matched)
+
+    # -- 1. structured ----------------------------------------------------------------------------
+    def structured(self, t: str) -> ParseResult | None:
+        found: list[tuple[int, ParseResult]] = []
+        keys = ([self.aspect.lower()] if self.aspect else []) + list(_JSON_KEYS)
+        # JSON objects (raw_decode at each "{")
+        dec = json.JSONDecoder()
+        covered_until = -1
+        for i, ch in enumerate(t):
+            if ch != "{" or i < covered_until:
+                continue
+            try:
+                obj, end = dec.raw_decode(t, i)
+            except ValueError:
+                continue
+            covered_until = end
+            r = self._from_json(obj, keys, t[i:end])
+            if r is not None:
+                found.append((i, r))
+        if not found:  # an answer cut off after the score: {"score": 4, "reason": "The su
+            key_alt = "|".join(re.escape(k) for k in keys)
+            for m in re.finditer(rf"[\"'](?:{key_alt})[\"']\s*:\s*[\"']?(?={_NUM})", t, re.IGNORECASE):
+                v = self.value_at(t, m.end())
+                if v is not None:
+                    found.append((m.start(), self.decide(v, t[m.start():v.end()])))
+        for pat in (r"\[RESULT\]\s*[:\-]?\s*\(?\s*",
+                    rf"<(?P<tag>score|rating|grade|answer|result{'|' + re.escape(self.aspect) if self.aspect else ''})"
+                    r"\s*>\s*",
+                    r"\[\[\s*"):
+            for m in re.finditer(pat, t, re.IGNORECASE):
+                v = self.value_at(t, m.end())
+                if v is None:
+                    continue
+                found.append((m.start(), self.decide(v, t[m.start():v.end()])))
+        if not found:
+            return None
+        return max(found, key=lambda x: x[0])[1]
+
+    def _from_json(self, obj, keys: list[str], text: str, depth: int = 0) -> ParseResult | None:
+        if not isinstance(obj, dict) or depth > 2:
+            return None
+        lower = {str(k).lower(): v for k, v in obj.items()}
+        for k in keys:
+            if k not in lower:
+                continue
+            v = lower[k]
+            if isinstance(v, bool):
+                continue
+            if isinstance(v, (int, float)):
+                return self.read_string(repr(float(v)) if isinstance(v, float) else str(v), text)
+            if isinstance(v, str):
+                r = self.read_string(v, text)
+                if r is not None:
+                    return r
+            if isinstance(v, dict):
+                r = self._from_json(v, ["score", "rating", "value"], text, depth + 1)
+                if r is not None:
+                    return r
+        for v in obj.values():  # {"scores": {"coherence": 4}}
+            if isinstance(v, dict):
+                r = self._from_json(v, keys, text, depth + 1)
+                if r is not None:
+                    return r
+        return None
+
+    # -- 2. echoes and scale declarations ---------------------------------------------------------
+    def drop_echoes(self, t: str) -> str:
+        # a quoted reference answer labelled with its own score, up to a blank line or a header
+        t = re.sub(r"(?im)^[ \t]*reference(?:\s+answer|\s+response|\s+summary)?\s*\(\s*(?:score|rating)\s*[:=]?\s*"
+                   rf"{_NUM}\s*\)[^\n]*(?:\n(?![ \t]*\n)(?![ \t]*(?:#|feedback|score|rating|\[result\]))[^\n]*)*",
+                   " ", t)
+        t = re.sub(rf"(?i)reference(?:\s+answer|\s+response|\s+summary)?\s*\(\s*(?:score|rating)\s*[:=]?\s*{_NUM}\s*\)",
+                   "reference", t)
+        # a scale description: two or more lines defining scores ("Score 1: ...", "5 - excellent")
+        lines = t.split("\n")
+        defs = [i for i, x in enumerate(lines)
+                if re.match(rf"^[ \t\->•]*(?:score\s*)?(?P<n>\d+)\s*(?:\)|:|=|-|\u2013|\u2014)\s*[A-Za-z(\"']", x,
+                            re.IGNORECASE)
+                and not re.match(r"^[ \t]*\d+[.)]\s", x)]
+        nums = {re.match(r"^[ \t\->•]*(?:score\s*)?(\d+)", lines[i], re.IGNORECASE).group(1) for i in defs}
+        if len(nums) >= 2:
+            t = "\n".join(x for i, x in enumerate(lines) if i not in set(defs))
+        return t
+
+    def scale_declarations(self, t: str) -> str:
+        """Remove scale declarations; raise :class:`_Found` for a declared scale other than the rubric's."""
+        pats = [rf"\(\s*(?:on\s+a\s+|scale\s*:?\s*)?(?P<x>{_NUM})\s*(?:-|\u2013|to)\s*(?P<y>{_NUM})\s*"
+                rf"(?:stars?|points?|scale)?\s*\)",
+                rf"(?:on\s+)?(?:a|the)\s+scale\s+(?:of|from)\s+(?P<x>{_NUM})\s*(?:-|\u2013|to)\s*(?P<y>{_NUM})",
+                rf"(?:on\s+)?(?:a|the)\s+(?P<x>{_NUM})\s*(?:-|\u2013|to)\s*(?P<y>{_NUM})(?:\s*-)?\s*(?:point\s+)?scale",
+                rf"\(\s*(?:on\s+a\s+scale\s+)?out\s+of\s+(?P<y>{_NUM})\s*\)"]
+        for pat in pats:
+            for m in list(re.finditer(pat, t, re.IGNORECASE)):
+                if _number(m.group("y")) != self.hi:
+                    raise _Found(ParseResult(None, f"{REASON_OTHER_SCALE} ({m.group(0).strip()}; expected "
+                                             f"{self.lo:g}-{self.hi:g})", m.group(0)))
+            t = re.sub(pat, " ", t, flags=re.IGNORECASE)
+        return t
+
+    # -- 4. free text -----------------------------------------------------------------------------
+    def free_text(self, t: str) -> ParseResult | None:
+        flags = re.IGNORECASE
+        labels = ([re.escape(self.aspect.replace("_", " "))] if self.aspect else []) + [_LABEL]
+        for label in labels:
+            hits = []
+            for h in re.finditer(rf"(?:^|(?<=[\s\-(\[]))(?:{label})\b(?P<gap>[^\n\d\u2212]{{0,40}}?)(?={_NUM})", t, flags):
+                if not _plausible_label_gap(h.group("gap")) or not _starts_word(t, h.end()):
+                    continue
+                v = self.value_at(t, h.end())
+                if v is None or _HYPOTHETICAL.match(t, v.end()):
+                    continue
+                if h.group("gap").rstrip().endswith("-") and v.group("a").startswith(("-", "\u2212")):
+                    continue
+                hits.append((h, v))
+            if hits:
+                h, v = hits[-1]
+                return self.decide(v, t[h.start():v.end()])
+
+        # a form line "Name: 4", alone on its line
+        hits = []
+        for h in re.finditer(r"(?m)^[ \t\-]*[A-Za-z][A-Za-z ]{0,30}?\s*[:=]\s*(?=\S)", t):
+            v = self.value_at(t, h.end())
+            if v is not None and re.match(r"[ \t]*(?:stars?)?[ \t.!]*$", t[v.end():].split("\n", 1)[0], flags):
+                hits.append((h, v))
+        if hits:
+            h, v = hits[-1]
+            return self.decide(v, t[h.start():v.end()])
+
+        # "rate it 4", "I'd give this summary a 2", "deserves a 4"
+        hits = []
+        for h in re.finditer(r"\b(?:rate|rated|give|gave|giving|assign|assigned|award|awarded|deserves?)\b(?:\s+(?:it|this|that|them|the|its|my)(?:\s+[\w']+){0,2}?)?"
+                             r"(?:\s+(?:a|an|as|at|with))?\s+(?=" + _NUM + ")", t, flags):
+            v = self.value_at(t, h.end())
+            if v is not None and not _HYPOTHETICAL.match(t, v.end()):
+                hits.append((h, v))
+        if hits:
+            h, v = hits[-1]
+            return self.decide(v, t[h.start():v.end()])
+
+        # the answer starts with the number: "4", "4.", "4/5", "4 out of 5", "4 - good", "4 stars"
+        m = re.match(r"^(?:[\s(\[]|-(?=\s))*", t)
+        v = self.value_at(t, m.end()) if m else None
+        if v is not None and _leading_number_is_score(t):
+            return self.decide(v, t[: v.end()])
+
+        # a number carrying the scale anywhere: "... 4/5", "... 4 out of 5", "... 4 stars"
+        hits = [v for v in _VALUE.finditer(t) if v.group("d") is not None and _starts_word(t, v.start())]
+        if hits:
+            return self.decide(hits[-1])
+        hits = [h for h in re.finditer(rf"(?={_NUM}\s+stars?\b)", t, flags) if _starts_word(t, h.start())]
+        if hits:
+            v = self.value_at(t, hits[-1].start())
+            if v is not None:
+                return self.decide(v, t[v.start():v.end()])
+        stars = re.search(r"[★⭐]+[☆]*", t)
+        if stars:
+            return self.decide(_VALUE.match(str(len(re.findall(r"[★⭐]", stars.group(0))))), stars.group(0))
+        return None
+
+
+def _starts_word(t: str, pos: int) -> bool:
+    return pos == 0 or not (t[pos - 1].isalnum() or t[pos - 1] in ".,")
+
+
 def parse_score(text: str | None, scale: tuple[int, int] | object, *, aspect: str | None = None) -> ParseResult:
-    """Parse a score on ``scale`` from a judge's answer.
+    """Parse a score on ``scale`` from a judge's answer, by the rules of the module docstring.
 
     Args:
         text: the raw answer (None counts as empty).
         scale: ``(min, max)`` or an object with ``min``/``max`` (a :class:`csem.rubrics.Scale`).
-        aspect: the rubric aspect (e.g. ``"coherence"``); a label naming it is preferred.
+        aspect: the rubric aspect (e.g. ``"coherence"``); a label or JSON key naming it is preferred.
 
     Returns:
         :class:`ParseResult`; ``score`` within ``[min, max]`` or None with ``reason``.
@@ -74,83 +322,45 @@ def parse_score(text: str | None, scale: tuple[int, int] | object, *, aspect: st
     lo, hi = (scale.min, scale.max) if hasattr(scale, "min") else scale  # type: ignore[union-attr]
     if text is None or not text.strip():
         return ParseResult(None, REASON_EMPTY)
+    reader = _Reader(float(lo), float(hi), aspect)
+    raw = text.replace("\u2019", "'").replace("\u00a0", " ")
+    r = reader.structured(raw)
+    if r is not None:
+        return r
     t = _clean(text)
     if not t:
         return ParseResult(None, REASON_EMPTY)
-
-    def judge(value: float, matched: str, denom: float | None = None) -> ParseResult:
-        if denom is not None and denom != hi:
-            return ParseResult(None, f"{REASON_OTHER_SCALE} ({matched.strip()}; expected {lo}-{hi})", matched)
-        if value < lo or value > hi:
-            return ParseResult(None, f"{REASON_OUT_OF_SCALE} ({value:g} not in {lo}-{hi})", matched)
-        return ParseResult(value, None, matched)
-
-    # 0. star glyphs: "★★★★☆"
-    stars = re.search(r"[★⭐]+[☆]*", t)
-    if stars and not re.search(r"\d", t[: stars.start()]):
-        return judge(float(len(re.findall(r"[★⭐]", stars.group(0)))), stars.group(0))
-
-    flags = re.IGNORECASE
-    # 1. labelled scores: aspect label first, then generic labels; the last occurrence wins
-    labels = []
-    if aspect:
-        labels.append(re.escape(aspect.replace("_", " ")))
-    labels.append(_LABEL)
-    for label in labels:
-        pat = (rf"(?:^|[\s\-(\[])(?:{label})\b[^\n\d]{{0,12}}?(?:is|of|=|:|-)?\s*{_NUM}"
-               rf"(?:\s*(?:/|out\s+of)\s*(\d+))?")
-        hits = list(re.finditer(pat, t, flags))
-        hits = [h for h in hits if _plausible_label_gap(t[h.start(): h.start(1)])]
-        if hits:
-            h = hits[-1]
-            return judge(_num(h.group(1)), h.group(0), float(h.group(2)) if h.group(2) else None)
-
-    # 1b. a form line "Name: 4" (any aspect name), alone on its line
-    hits = list(re.finditer(rf"(?m)^[ \t\-]*[A-Za-z][A-Za-z ]{{0,30}}?\s*[:=]\s*{_NUM}(?:\s*(?:/|out\s+of)\s*(\d+))?"
-                            rf"\s*(?:stars?)?[ \t.!]*$", t, flags))
-    if hits:
-        h = hits[-1]
-        return judge(_num(h.group(1)), h.group(0), float(h.group(2)) if h.group(2) else None)
-
-    # 2. "rate it 4", "I'd give it a 4", "deserves a 4"
-    h = list(re.finditer(rf"\b(?:rate|rated|give|gave|assign|award|deserves?)\b(?:\s+(?:it|this|the\s+\w+))?"
-                         rf"(?:\s+(?:a|an|as))?\s+{_NUM}(?:\s*(?:/|out\s+of)\s*(\d+))?\b", t, flags))
-    if h:
-        m = h[-1]
-        return judge(_num(m.group(1)), m.group(0), float(m.group(2)) if m.group(2) else None)
-
-    # 3. the answer starts with the number: "4", "4.", "4/5", "4 out of 5", "4 - good", "4 stars"
-    m = re.match(rf"^[\s\-(\[]*{_NUM}(?:\s*(?:/|out\s+of)\s*(\d+))?", t, flags)
-    if m and _leading_number_is_score(t):
-        return judge(_num(m.group(1)), m.group(0), float(m.group(2)) if m.group(2) else None)
-
-    # 4. a number carrying the scale anywhere: "... 4/5", "... 4 out of 5", "... 4 stars"
-    hits = list(re.finditer(rf"\b{_NUM}\s*(?:/|out\s+of)\s*(\d+)\b", t, flags))
-    if hits:
-        h = hits[-1]
-        return judge(_num(h.group(1)), h.group(0), float(h.group(2)))
-    hits = list(re.finditer(rf"\b{_NUM}\s+stars?\b", t, flags))
-    if hits:
-        return judge(_num(hits[-1].group(1)), hits[-1].group(0))
-    return ParseResult(None, REASON_NO_SCORE)
+    try:
+        t = reader.scale_declarations(reader.drop_echoes(t)).strip()
+        marks = list(_CORRECTION.finditer(t))
+        if marks:
+            r = reader.free_text(t[marks[-1].end():].strip(" \t,.;:-"))
+            if r is not None:
+                return r
+        r = reader.free_text(t)
+    except _Found as found:
+        return found.result
+    return r if r is not None else ParseResult(None, REASON_NO_SCORE)
 
 
 def _plausible_label_gap(gap: str) -> bool:
     """Between label and number only punctuation and a few filler words may stand."""
-    words = re.findall(r"[A-Za-z]+", gap)
-    allowed = {"is", "of", "for", "the", "this", "summary", "a", "an", "i", "give", "would", "be", "final",
-               "overall", "my", "score", "rating", "stars", "star", "out", "it", "as"}
-    return all(w.lower() in allowed or re.fullmatch(_LABEL, w, re.IGNORECASE) for w in words[1:]) and len(words) <= 5
+    words = re.findall(r"[A-Za-z']+", gap)
+    allowed = {"is", "of", "for", "the", "this", "that", "summary", "summary's", "response", "answer", "text",
+               "translation", "output", "a", "an", "i", "i'd", "give", "would", "be", "final", "overall", "my",
+               "score", "rating", "stars", "star", "out", "it", "as", "here", "was", "at", "should", "level",
+               "quality", "assessment", "s", "its", "between", "around", "about"}
+    return all(w.lower() in allowed or re.fullmatch(_LABEL, w, re.IGNORECASE) for w in words) and len(words) <= 6
 
 
 def _leading_number_is_score(t: str) -> bool:
     """True when the answer starts with a number that is not the first item of a numbered list."""
     lines = [x.strip() for x in t.splitlines() if x.strip()]
-    first = lines[0]
-    if not re.match(rf"^[\-(\[]*{_NUM}\s*(?:(?:/|out\s+of)\s*\d+)?\s*(?:stars?)?\s*(?:[-:,.)\]!\u2013\u2014]|$|\s)",
-                    first, re.IGNORECASE):
+    if not lines:
         return False
-    if re.match(r"^[a-z]", first, re.IGNORECASE) and not re.match(rf"^{_NUM}\b", first, re.IGNORECASE):
+    first = lines[0]
+    if not re.match(rf"^[\-(\[]*{_NUM}(?:{_HALF})?\s*(?:(?:/|out\s+of)\s*{_NUM})?\s*(?:stars?)?\s*"
+                    r"(?:[-:,.)\]!\u2013\u2014]|$|\s)", first, re.IGNORECASE):
         return False
     # "1. Read the article ..." followed by "2. ..." is an echoed list of steps, not a score
     numbered = [x for x in lines if re.match(r"^\d+[.)]\s+\S", x)]

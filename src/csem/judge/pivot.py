@@ -4,15 +4,20 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from csem.data.columns import parse_column, score_columns
+
 
 def judge_columns(records: Sequence[Mapping[str, Any]]) -> list[str]:
     """Score columns ``judge.<aspect>`` present in ``records`` (not their .missing/.raw/.mass)."""
-    cols: list[str] = []
-    for r in records:
-        for k in r:
-            if k.startswith("judge.") and not k.endswith((".missing", ".raw", ".mass")) and k not in cols:
-                cols.append(k)
-    return cols
+    return score_columns(records, ("judge",))
+
+
+def _row_label(column: str) -> str:
+    """``judge.coherence`` -> ``coherence``; ``judge.coherence@r/x`` -> ``coherence@r/x``."""
+    c = parse_column(column)
+    if c is None or c.aspect is None:
+        return column
+    return c.aspect + (f"@{c.tag}" if c.tag else "")
 
 
 def pivot(records: Sequence[Mapping[str, Any]], *, columns: Sequence[str] | None = None,
@@ -52,7 +57,7 @@ def pivot_table(records: Sequence[Mapping[str, Any]], *, columns: Sequence[str] 
     for g in groups:
         table.add_column(g, justify="right")
     for col, cells in data.items():
-        row = [col.removeprefix("judge.")]
+        row = [_row_label(col)]
         for g in groups:
             cell = cells[g]
             text = "-" if cell["mean"] is None else f"{cell['mean']:.3f}"

@@ -14,6 +14,8 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from csem.data.columns import aspect_of as _aspect
+from csem.data.columns import parse_column, score_columns
 from csem.meta.bootstrap import ci_from_table, resample_counts
 from csem.meta.correlation import LEVELS, METHODS, ScoreTable, correlations, level_name
 
@@ -22,33 +24,32 @@ COLUMNS = ("metric", "column", "aspect", "level", "method", "value", "ci_low", "
 
 
 def aspect_of(column: str) -> str:
-    """``human.coherence`` -> ``coherence``."""
-    return column.split(".", 1)[1] if "." in column else column
+    """``human.coherence`` -> ``coherence`` (the grammar of :mod:`csem.data.columns`; a name outside
+    it is its own aspect)."""
+    return _aspect(column) or column
 
 
 def metric_label(column: str, aspects: Sequence[str]) -> str:
     """Row label of a score column: an aspect-specific column loses its aspect
     (``judge.coherence`` -> ``judge``; ``judge.coherence@gpt4`` -> ``judge@gpt4``); others keep
     their name without the ``metric.`` prefix (``metric.rouge1`` -> ``rouge1``)."""
-    base, _, tag = column.partition("@")
-    for a in aspects:
-        if base.endswith("." + a):
-            base = base[: -len(a) - 1]
-            break
-    if base.startswith("metric."):
-        base = base[len("metric."):]
-    return f"{base}@{tag}" if tag else base
+    c = parse_column(column)
+    if c is None:
+        return column
+    if c.kind == "metric":
+        base = c.name if c.aspect in aspects or c.aspect is None else f"{c.name}.{c.aspect}"
+    else:
+        base = c.kind if c.aspect in aspects else f"{c.kind}.{c.aspect}"
+    return f"{base}@{c.tag}" if c.tag else base
 
 
 def _targets(column: str, humans: Sequence[str], match_aspects: bool, known_aspects: set[str]) -> list[str]:
     """Human columns to correlate ``column`` with: its own aspect only when it is aspect-specific
-    (ends in ``.<aspect>`` of any human column of the data; none if that aspect is not selected),
+    (its aspect is that of any human column of the data; none if that aspect is not selected),
     else every selected human column."""
-    base = column.partition("@")[0]
-    if match_aspects:
-        for a in sorted(known_aspects | {aspect_of(h) for h in humans}, key=len, reverse=True):
-            if base.endswith("." + a):
-                return [h for h in humans if aspect_of(h) == a]
+    a = _aspect(column)
+    if match_aspects and a is not None and a in known_aspects | {aspect_of(h) for h in humans}:
+        return [h for h in humans if aspect_of(h) == a]
     return list(humans)
 
 
@@ -96,7 +97,7 @@ def evaluate(
         KeyError: a column is absent from every record (message lists the score columns present).
         ValueError: unknown level or method; ``system`` level without ``system_id``.
     """
-    present = sorted({k for r in records for k in r if k.startswith(("metric.", "judge.", "human."))})
+    present = sorted(score_columns(records))
     for col in [*metrics, *humans]:
         if not any(col in r for r in records):
             raise KeyError(f"column '{col}' is in none of the {len(records)} records; score columns present: {present}")
@@ -112,7 +113,7 @@ def evaluate(
     def column(name: str) -> list[float | None]:
         return [r.get(name) for r in records]
 
-    known = {aspect_of(k) for k in present if k.startswith("human.")}
+    known = {aspect_of(k) for k in score_columns(records, ("human",))}
     rows = []
     for mcol in metrics:
         mvals = column(mcol)

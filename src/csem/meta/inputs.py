@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+from csem.data.columns import parse_column, score_columns
 from csem.data.records import RecordError, read_records
 
-SCORE_PREFIXES = ("metric.", "judge.")
+PREDICTION_KINDS = ("metric", "judge")  # score columns a prediction file contributes
 
 
 def load_data(spec: str | Path, *, path: str | Path | None = None, **options) -> list[dict]:
@@ -33,7 +34,7 @@ def load_data(spec: str | Path, *, path: str | Path | None = None, **options) ->
         if options:
             raise ValueError(f"loader options {sorted(options)} only apply to a dataset name, not to the file {p}")
         recs = read_records(p, required=())
-        if not any(k.startswith("human.") for r in recs for k in r):
+        if not score_columns(recs, ("human",)):
             raise ValueError(f"{p}: no 'human.<aspect>' column; meta-evaluation needs human scores")
         return recs
     names = {n.lower().replace("_", "-") for n in dataset_names()}
@@ -45,8 +46,15 @@ def load_data(spec: str | Path, *, path: str | Path | None = None, **options) ->
     raise ValueError(f"--data '{spec}' is neither a file nor a dataset name; datasets: {dataset_names()}")
 
 
+def _tagged(column: str, stem: str) -> str:
+    """``judge.coherence`` -> ``judge.coherence@<stem>`` (a tag already there is kept: ``@gpt4@<stem>``)."""
+    c = parse_column(column)
+    return str(c.with_tag(f"{c.tag}@{stem}" if c.tag else stem))
+
+
 def join_predictions(records: list[dict], pred_files: Sequence[str | Path]) -> list[str]:
-    """Join the ``metric.*``/``judge.*`` columns of prediction files onto ``records`` by ``id`` (in place).
+    """Join the ``metric.*``/``judge.*`` score columns (not their side fields) of prediction files
+    onto ``records`` by ``id`` (in place).
 
     A column already present (in the data or an earlier file) is renamed ``<column>@<file stem>``
     so that nothing is overwritten. A prediction file may cover a subset of the records (the
@@ -64,7 +72,7 @@ def join_predictions(records: list[dict], pred_files: Sequence[str | Path]) -> l
     for f in pred_files:
         f = Path(f)
         preds = read_records(f, required=())
-        cols = list(dict.fromkeys(k for r in preds for k in r if k.startswith(SCORE_PREFIXES)))
+        cols = score_columns(preds, PREDICTION_KINDS)
         if not cols:
             raise RecordError(f, None, None, "no 'metric.<name>' or 'judge.<aspect>' column to evaluate")
         if any("id" not in r or r.get("id") is None for r in preds):
@@ -74,7 +82,7 @@ def join_predictions(records: list[dict], pred_files: Sequence[str | Path]) -> l
             raise RecordError(f, None, "id", f"{len(unknown)} id(s) not in the data, e.g. {unknown[:10]}; "
                               f"data ids look like {list(by_id)[:3]}")
         taken = {k for r in records for k in r} | set(added)
-        rename = {c: (f"{c}@{f.stem}" if c in taken else c) for c in cols}
+        rename = {c: (_tagged(c, f.stem) if c in taken else c) for c in cols}
         for r in records:
             for c in cols:
                 r.setdefault(rename[c], None)
@@ -84,8 +92,3 @@ def join_predictions(records: list[dict], pred_files: Sequence[str | Path]) -> l
                 target[rename[c]] = p.get(c)
         added.extend(rename[c] for c in cols)
     return added
-
-
-def score_columns(records: Sequence[dict], prefixes: tuple[str, ...] = SCORE_PREFIXES) -> list[str]:
-    """Columns starting with one of ``prefixes``, in first-seen order."""
-    return list(dict.fromkeys(k for r in records for k in r if k.startswith(prefixes)))

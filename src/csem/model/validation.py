@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
+from csem.data.columns import format_column, parse_column, score_columns
 from csem.data.records import references_of
 from csem.meta.correlation import METHODS, correlations
 from csem.model.config import LabelSpec
@@ -26,11 +27,47 @@ class TrainingDataError(ValueError):
     """Training or dev data cannot be used; the message names what and where."""
 
 
+def _short(column: str) -> str:
+    c = parse_column(column)
+    if c is None or c.side is not None:
+        return column
+    return (c.aspect or c.name or column) + (f"@{c.tag}" if c.tag else "")
+
+
 def aspect_name(column: str, columns: Sequence[str]) -> str:
-    """``judge.coherence`` -> ``coherence`` (the full column, dots as ``_``, if that would clash)."""
-    short = column.split(".", 1)[1] if "." in column else column
-    clash = sum(1 for c in columns if (c.split(".", 1)[1] if "." in c else c) == short) > 1
+    """The head's aspect name of a label column, from the grammar of :mod:`csem.data.columns`:
+    ``judge.coherence`` -> ``coherence``, ``judge.coherence@gpt-4`` -> ``coherence@gpt-4`` (so the
+    student writes ``metric.<name>.coherence@gpt-4``), a column outside the grammar is its own name;
+    the full column with dots as ``_`` if two label columns would get the same name."""
+    short = _short(column)
+    clash = sum(1 for c in columns if _short(c) == short) > 1
     return column.replace(".", "_") if clash else short
+
+
+def label_counts(records: Sequence[Mapping[str, Any]], label_cols: Sequence[str]) -> dict:
+    """How many rows carry a label: ``{"rows": n, "labelled": {column: k}, "unlabelled_rows": m}``
+    where ``m`` counts rows with no label in any column (they teach nothing and are skipped).
+
+    A label is present when it is not None and not NaN.
+    """
+    def has(v: Any) -> bool:
+        return v is not None and not (isinstance(v, float) and math.isnan(v))
+
+    return {"rows": len(records),
+            "labelled": {c: sum(1 for r in records if has(r.get(c))) for c in label_cols},
+            "unlabelled_rows": sum(1 for r in records if not any(has(r.get(c)) for c in label_cols))}
+
+
+def describe_label_counts(counts: Mapping[str, Any]) -> str:
+    """``14 of 16 rows labelled; 2 without a label skipped`` (per column when several differ)."""
+    n, per = counts["rows"], counts["labelled"]
+    if len(set(per.values())) <= 1:
+        k = next(iter(per.values()), 0)
+        text = f"{k} of {n} rows labelled"
+    else:
+        text = ", ".join(f"{c}: {k} of {n} rows labelled" for c, k in per.items())
+    m = counts["unlabelled_rows"]
+    return text + (f"; {m} without a label skipped" if m else "")
 
 
 def _ids(rows: Sequence[Mapping[str, Any]], limit: int = 5) -> str:
@@ -72,7 +109,7 @@ def check_training_data(
     present = set().union(*(r.keys() for r in records))
     missing = [c for c in label_cols if c not in present]
     if missing:
-        score_cols = sorted(c for c in present if c.startswith(("human.", "judge.", "metric.")))
+        score_cols = sorted(score_columns(records))
         raise TrainingDataError(f"{where}: label column(s) {missing} not found; score columns present: {score_cols}")
     no_cand = [r for r in records if not isinstance(r.get("candidate"), str) or not r["candidate"].strip()]
     if no_cand:
@@ -137,6 +174,14 @@ def check_dev_data(records: Sequence[Mapping[str, Any]], specs: Sequence[LabelSp
                         label_range={s.column: (s.min, s.max) for s in specs}, min_rows=2, where="dev data")
 
 
+def _human_column(aspect: str) -> str:
+    """The human column of a head's aspect (``coherence@gpt-4`` -> ``human.coherence``)."""
+    try:
+        return format_column("human", aspect.partition("@")[0])
+    except ValueError:  # an aspect name outside the grammar has no human column
+        return f"human.{aspect}"
+
+
 def dev_correlations(scores: Mapping[str, Sequence[float]], records: Sequence[Mapping[str, Any]],
                      specs: Sequence[LabelSpec]) -> dict:
     """Correlations of dev scores with the labels and with ``human.<aspect>`` where present.
@@ -157,7 +202,7 @@ def dev_correlations(scores: Mapping[str, Sequence[float]], records: Sequence[Ma
     for k, spec in enumerate(specs):
         metric = [scores[str(r["id"])][k] if str(r["id"]) in scores else None for r in records]
         entry: dict = {}
-        for target, col in (("label", spec.column), ("human", f"human.{spec.aspect}")):
+        for target, col in (("label", spec.column), ("human", _human_column(spec.aspect))):
             gold = [r.get(col) for r in records]
             if all(g is None for g in gold):
                 entry[target] = None

@@ -10,20 +10,22 @@ from __future__ import annotations
 
 import math
 
+from csem.data.columns import format_column, parse_column, score_columns
 from csem.meta.correlation import METHODS, correlations
 
 
 def aspect_of(col: str) -> str:
-    """``judge.coherence`` -> ``coherence``."""
-    return col.split(".", 1)[1] if "." in col else col
+    """``judge.coherence`` -> ``coherence`` (a name outside the column grammar is its own aspect)."""
+    c = parse_column(col)
+    return c.aspect if c is not None and c.aspect else col
 
 
 def student_col(records: list[dict], aspect: str) -> str:
-    """The student's score column for an aspect (``metric.<name>.<aspect>``)."""
-    for r in records:
-        for k in r:
-            if k.startswith("metric.") and k.endswith("." + aspect) and k.count(".") == 2:
-                return k
+    """The student's score column for an aspect (``metric.<name>.<aspect>``, untagged)."""
+    for k in score_columns(records, ("metric",)):
+        c = parse_column(k)
+        if c.aspect == aspect and c.tag is None:
+            return k
     raise KeyError(f"no student score column metric.<name>.{aspect} in the scored records")
 
 
@@ -40,7 +42,7 @@ def agreement_table(records: list[dict], label_cols: list[str], *, human_cols: l
     for label in label_cols:
         aspect = aspect_of(label)
         pairs = [("student", student_col(records, aspect), "judge", label)]
-        human = f"human.{aspect}"
+        human = format_column("human", aspect)
         if human in human_cols or any(r.get(human) is not None for r in records):
             pairs += [("student", student_col(records, aspect), "human", human), ("judge", label, "human", human)]
         for scorer, xcol, target, ycol in pairs:

@@ -28,6 +28,7 @@ from typing import Callable
 
 from rich.console import Console
 
+from csem.data.columns import score_columns
 from csem.data.records import read_records, write_records
 from csem.pipeline.config import STAGES, PipelineConfig, load_pipeline, resolve_path
 from csem.pipeline.state import RunState, fingerprint
@@ -136,7 +137,7 @@ class Pipeline:
         if self.cfg.train.label_cols:
             return self.cfg.train.label_cols
         recs = read_records(self.run_dir / "labelled.jsonl")
-        cols = sorted({k for r in recs for k in r if k.startswith("judge.") and k.count(".") == 1})
+        cols = sorted(score_columns(recs, ("judge",)))
         if not cols:
             raise ValueError("the annotate stage wrote no judge.<aspect> column to train on")
         return cols
