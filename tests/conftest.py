@@ -11,16 +11,18 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def shared_data_dir() -> Path:
-    """../shared/data beside the checkout (CI lays a copy there); override with CSEM_SHARED_DATA."""
-    env = os.environ.get("CSEM_SHARED_DATA")
-    return Path(env) if env else REPO.parent / "shared" / "data"
+    """The human-judgment data folder, located as csem locates it: ``$CSEM_DATA``, else
+    ``../shared/data`` beside the checkout (CI lays a copy there)."""
+    from csem.data.datasets import default_data_dir
+
+    return default_data_dir()
 
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     d = shared_data_dir()
     if not (d / "summeval" / "summeval.jsonl").exists():
-        pytest.fail(f"shared human-judgment data not found at {d} (set CSEM_SHARED_DATA)")
+        pytest.fail(f"shared human-judgment data not found at {d} (set CSEM_DATA)")
     return d
 
 
