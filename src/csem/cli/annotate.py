@@ -27,9 +27,37 @@ def annotate(
     col: Optional[List[str]] = typer.Option(None, "--col", help="column mapping FIELD=COLUMN"),
     judge_opt: Optional[List[str]] = typer.Option(None, "--judge-opt",
                                                   help="backend option KEY=VALUE (base_url=..., api_key=..., n_threads=...)"),
+    compare: bool = typer.Option(False, "--compare", help="comparison ranking: the judge compares pairs of "
+                                 "candidates of a source (both orders) and --out gets one row per pair"),
+    pairs: str = typer.Option("all", "--pairs", help="with --compare: all | random (--pairs-per-source) | "
+                              "adjacent (neighbours after a rating pass, --rating-col)"),
+    pairs_per_source: Optional[int] = typer.Option(None, "--pairs-per-source", help="random pairs per source"),
+    rating_col: Optional[str] = typer.Option(None, "--rating-col", help="adjacent pairs: the rating column"),
+    seed: int = typer.Option(0, help="seed of the random pair choice"),
 ) -> None:
     """Annotate candidates with the LLM judge on one or several rubrics (single- or multi-aspect,
-    reference-free or reference-based); cached, resumable, with a cost summary."""
+    reference-free or reference-based); cached, resumable, with a cost summary. With --compare, judge
+    pairs of candidates instead, with the pairwise version of a CSEM rubric
+    (csem/summ-coherence-ref-free or pairwise/summ-coherence-ref-free; one per aspect of every
+    single-aspect CSEM rubric)."""
+    if compare:
+        from csem.pipeline.annotate import compare_file
+
+        if mode not in ("probs", "parse"):
+            raise fail(f"--compare takes --mode probs or parse, not '{mode}'")
+        s = compare_file(data, out, rubrics=[r for r in rubric.split(",") if r], judge=judge, mode=mode,
+                         strategy=pairs, per_source=pairs_per_source, rating_col=rating_col, seed=seed, cache=cache,
+                         columns=parse_column_map(col or []), backend_options=parse_options(judge_opt))
+        bias = ", ".join(f"{a} {v:.3f}" for a, v in s["position_bias"].items() if v is not None) or "n/a"
+        Console().print(f"wrote {out}: {s['pairs']} pairs, {s['calls']} judge calls ({s['judged']} new, "
+                        f"{s['cached']} cached), missing {s['missing'] or 0}; mean P(first is better) {bias}; "
+                        f"{s['seconds']:.1f} s")
+        if s.get("fallback"):
+            Console().print(f"note: {s['fallback']}")
+        if s.get("failed"):
+            raise fail(f"{s['failed']} judge calls failed (their pairs are missing); re-run the same command to "
+                       "judge only what is missing", 3)
+        return
     s = annotate_file(data, out, rubrics=[r for r in rubric.split(",") if r], judge=judge, mode=mode, n=n,
                       temperature=temperature, cache=cache, columns=parse_column_map(col or []),
                       backend_options=parse_options(judge_opt))

@@ -30,6 +30,8 @@ def train(
                                   "combining: none | zscore | rank"),
     combine: str = typer.Option("mean", "--combine", help="several judges: mean (one label per aspect) | heads "
                                 "(one head per judge, the aspect's score is their mean)"),
+    pairs: bool = typer.Option(False, "--pairs", help="--data is a preference file (one row per judged pair, "
+                               "from `csem annotate --compare`): learn from the pairs with the ranking loss (Eq. 3)"),
     out: Path = typer.Option(..., "--out", help="model folder to write"),
     mode: str = typer.Option("ref-free", help="ref-free (Eq. 10) | ref-based (Eq. 9) | fluency | fluency-ref"),
     dev: Optional[Path] = typer.Option(None, "--dev", help="dev file: per-epoch validation, best checkpoint, early stop"),
@@ -89,10 +91,22 @@ def train(
                        f"{', '.join(f'{c} {lo:g}-{hi:g}' for c, (lo, hi) in ranges.items())}")
         judge = judge or prov.get("judge")
         rubric = rubric or (",".join(prov["rubrics"]) if prov.get("rubrics") else None)
-        records = read_records(data, columns=columns, required=("candidate",))
-        dev_records = read_records(dev, columns=columns, required=("candidate",)) if dev else None
+        preferences = None
+        if pairs:
+            from csem.model.preferences import pairs_to_training
+
+            if dev or judge_col or any(len(g) > 1 for g in groups) or normalise != "none":
+                raise ValueError("--pairs trains on one preference column per aspect; --dev, --judge-col, "
+                                 "--normalise and A+B label columns are for ratings")
+            records, preferences = pairs_to_training(read_records(data, columns=columns, required=()), label_cols,
+                                                     where=str(data))
+            ranges = None
+            typer.echo(f"{len(preferences)} judged pairs of {len(records)} candidates")
+        else:
+            records = read_records(data, columns=columns, required=("candidate",), numeric=label_cols)
+        dev_records = read_records(dev, columns=columns, required=("candidate",), numeric=label_cols) if dev else None
         ensembles: dict = {}
-        if judge_col or any(len(g) > 1 for g in groups) or normalise != "none":
+        if not pairs and (judge_col or any(len(g) > 1 for g in groups) or normalise != "none"):
             if judge_col and any(len(g) > 1 for g in groups):
                 raise ValueError("with --judge-col give one label column per aspect (the judges come from the file)")
             if judge_col:
@@ -120,17 +134,23 @@ def train(
                          devices=int(devices) if devices.isdigit() else devices, num_nodes=num_nodes,
                          num_threads=threads, progress=progress)
         model = train_model(records, label_cols, mode, out_dir=None, config=config, train_config=tc,
-                            dev_records=dev_records, label_range=ranges, judge=judge, rubric=rubric)
+                            dev_records=dev_records, label_range=ranges, judge=judge, rubric=rubric,
+                            preferences=preferences)
         if ensembles or normalise != "none":
             model.card["labels"] = {"normalise": normalise, "combine": combine, "judge_col": judge_col,
                                     "ensembles": {label_aspect(k, label_cols): [label_aspect(c, label_cols) for c in v]
                                                   for k, v in ensembles.items()}}
+        if preferences is not None:
+            model.card["labels"] = {"preference_pairs": len(preferences), "loss": "Eq. 3 on judged pairs"}
         model.save(out)
     except (RecordError, TrainingDataError, FileNotFoundError, ValueError) as exc:
         raise fail(exc) from None
     val = model.card.get("validation")
     summary = ""
     if val:
-        summary = " ; dev " + ", ".join(f"{k} {v:.3f}" for k, v in val["mean"].items() if v is not None)
-    typer.echo(f"wrote {out} (aspects {', '.join(model.aspects)}; {model.card['training']['n_records']} "
-               f"training records{summary})")
+        means = val["mean"]
+        summary = "; dev " + ", ".join(f"{k} {means[k]:.3f}" for k in ("kendall", "spearman", "pearson")
+                                       if means.get(k) is not None)
+    labels = model.card["training"].get("labels")  # "14 of 16 rows labelled; 2 without a label skipped"
+    rows = labels["summary"] if labels else f"{model.card['training']['n_records']} training records"
+    typer.echo(f"wrote {out} (aspects {', '.join(model.aspects)}; {rows}{summary})")

@@ -90,3 +90,18 @@ def pairwise_ranking_loss(score: Tensor, target: Tensor, mask: Tensor, group: Te
             total = total + F.softplus(-diff[better]).sum()
             n += int(better.sum())
     return total / max(n, 1)
+
+
+def preference_loss(score_a: Tensor, score_b: Tensor, target: Tensor) -> Tensor:
+    """Ranking loss on judged preference pairs (comparison data, CSEM paper Eq. 3), soft targets.
+
+    ``-[p log sigmoid(s_a - s_b) + (1 - p) log sigmoid(s_b - s_a)]``, averaged over pairs, where
+    ``p`` is the judge's probability that ``a`` is better than ``b``; with ``p = 1`` it is Eq. 3's
+    ``-log sigmoid(s_a - s_b)`` (RankNet / Bradley-Terry).
+
+    Args: ``score_a``, ``score_b``, ``target`` of shape ``[P]`` (``target`` in [0, 1]).
+    Returns: a scalar; 0 (with grad) for no pairs.
+    """
+    if score_a.numel() == 0:
+        return score_a.sum() * 0.0
+    return F.binary_cross_entropy_with_logits(score_a - score_b, target.to(score_a.dtype))

@@ -142,6 +142,8 @@ class EvaluationModule(L.LightningModule):
     # ---- training ---------------------------------------------------------------------------
     def loss(self, batch: Batch) -> Tensor:
         score, logp = self(batch)
+        if getattr(self, "preferences", None) is not None:  # judged pairs (csem.model.preferences), Eq. 3
+            return self.preferences.loss(score, batch.ids)
         if self.config.loss == "ce":
             return star_ce_loss(logp, batch.labels, batch.mask)
         if self.config.loss == "pairwise":

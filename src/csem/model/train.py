@@ -67,6 +67,7 @@ def train(
     judge: str | None = None,
     rubric: str | None = None,
     notes: str | None = None,
+    preferences: Any = None,
 ) -> EvaluationModel:
     """Train an evaluation model on ``records`` and (if ``out_dir``) save it.
 
@@ -82,6 +83,10 @@ def train(
         dev_records: dev set for per-epoch validation, best-checkpoint selection and early stopping.
         label_range: the declared rating scale, e.g. ``(1, 5)`` (or per column); None infers it.
         judge, rubric, notes: provenance written to the metric card.
+        preferences: a :class:`csem.model.preferences.PreferenceTable` (judged pairs of ``records``
+            by id): train on the pairs with the ranking loss (Eq. 3) instead of on label columns;
+            ``label_cols`` then name the preference columns (see
+            :func:`csem.model.preferences.pairs_to_training`).
 
     Returns:
         The trained :class:`EvaluationModel` (best dev epoch when a dev set is given, else the last).
@@ -96,7 +101,11 @@ def train(
     cols = [c.strip() for c in label_cols.split(",")] if isinstance(label_cols, str) else list(label_cols)
     config = (config or ModelConfig()).model_copy(update={"mode": mode})
     tc = train_config or TrainConfig()
-    specs = check_training_data(records, cols, mode, label_range=label_range, min_rows=tc.min_rows)
+    if preferences is not None:  # comparison data: the pairs are the labels (scores are relative)
+        specs = preferences.check(records, mode)
+        config = config.model_copy(update={"loss": "pairwise"})
+    else:
+        specs = check_training_data(records, cols, mode, label_range=label_range, min_rows=tc.min_rows)
     config = ModelConfig.model_validate({**config.model_dump(), "labels": [s.model_dump() for s in specs]})
     if dev_records is not None:
         check_dev_data(dev_records, specs, mode)
@@ -107,6 +116,7 @@ def train(
 
     module = EvaluationModule(config, tc)
     module.dev_records = list(dev_records) if dev_records else None
+    module.preferences = preferences
     recs = list(records)
     builder = BatchBuilder(module.encoder, mode, config.max_length, config.labels, share=True,
                            chunk_size=max(8, tc.batch_size))

@@ -77,3 +77,64 @@ def annotate_file(candidates: str | Path, out: str | Path, *, rubrics: Sequence[
     provenance_path(out).write_text(json.dumps({"judge": judge, "mode": mode, "rubrics": list(rubrics),
                                                 "columns": cols}, indent=2), encoding="utf-8")
     return summary.as_dict()
+
+
+def compare_file(candidates: str | Path, out: str | Path, *, rubrics: Sequence[str], judge: str = "local",
+                 mode: str = "probs", strategy: str = "all", per_source: int | None = None,
+                 rating_col: str | None = None, seed: int = 0, cache: str | Path | None = None,
+                 columns: Mapping[str, str] | None = None, progress: bool = True,
+                 backend_options: Mapping | None = None) -> dict:
+    """Comparison ranking (CSEM Sec. VI-F): judge pairs of candidates of each source, both orders.
+
+    Args:
+        candidates: a candidate file (for ``adjacent`` pairs: with the rating column of a rating pass).
+        out: the preference file, one row per pair (:mod:`csem.judge.comparison`); ``csem train
+            --pairs`` reads it. Several rubrics add one ``judge.<aspect>`` column each.
+        rubrics: pairwise rubric ids or files (a CSEM rating rubric id such as
+            ``csem/summ-coherence-ref-free`` names its pairwise version).
+        strategy, per_source, rating_col, seed: which pairs (:func:`csem.judge.comparison.select_pairs`).
+        mode: ``probs`` (preference probability from the A/B tokens) | ``parse``.
+        cache: SQLite judgment cache; default ``<out>.judge_cache.sqlite``.
+
+    Returns:
+        The summary as a dict (pairs, calls, judged, cached, failed, missing pairs, position bias,
+        seconds). Writes ``<out>.judge.json`` with ``"comparison": true`` and each column's scale [0, 1].
+    """
+    from csem.judge.comparison import compare_records, select_pairs
+    from csem.rubrics.pairwise import load_pairwise_rubric
+
+    out = Path(out)
+    recs = read_records(candidates, columns=columns)
+    loaded = [load_pairwise_rubric(r) for r in rubrics]
+    aspects = [r.aspect for r in loaded]
+    if len(set(aspects)) != len(aspects):
+        raise ValueError(f"two pairwise rubrics judge the same aspect: {aspects}")
+    pairs = select_pairs(recs, strategy, per_source=per_source, rating_col=rating_col, seed=seed)
+    cache = cache if cache is not None else out.with_name(out.name + ".judge_cache.sqlite")
+    rows: list[dict] | None = None
+    total: dict = {}
+    for rub in loaded:
+        got, summary = compare_records(recs, rub, judge, pairs=pairs, mode=mode, cache=cache, progress=progress,
+                                       backend_options=dict(backend_options or {}))
+        s = summary.as_dict()
+        for k in ("pairs",):
+            total[k] = s[k]
+        for k in ("calls", "judged", "cached", "failed", "seconds"):
+            total[k] = total.get(k, 0) + s[k]
+        total.setdefault("missing", {}).update({f"{rub.aspect}: {k}": v for k, v in s["missing"].items()})
+        total.setdefault("position_bias", {})[rub.aspect] = s["position_bias"]
+        if s.get("fallback"):
+            total["fallback"] = s["fallback"]
+        if rows is None:
+            rows = got
+        else:
+            for row, new in zip(rows, got):
+                row.update({k: v for k, v in new.items() if k not in row})
+    write_records(rows or [], out)
+    cols = {f"judge.{r.aspect}": {"rubric": r.id, "aspect": r.aspect, "scale": [0, 1]} for r in loaded}
+    provenance_path(out).write_text(json.dumps({"judge": judge, "mode": mode, "comparison": True,
+                                                "pairs": {"strategy": strategy, "per_source": per_source,
+                                                          "rating_col": rating_col, "seed": seed},
+                                                "rubrics": [r.id for r in loaded], "columns": cols}, indent=2),
+                                    encoding="utf-8")
+    return total

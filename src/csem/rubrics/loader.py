@@ -79,6 +79,8 @@ def load_rubric_file(path: str | Path) -> Rubric:
 def _builtin_files() -> dict[str, Path]:
     out = {}
     for p in sorted(BUILTIN_DIR.rglob("*")):
+        if p.relative_to(BUILTIN_DIR).parts[0] == "pairwise":  # comparison rubrics: csem.rubrics.pairwise
+            continue
         if p.suffix.lower() in (".yaml", ".yml", ".toml"):
             out[p.relative_to(BUILTIN_DIR).with_suffix("").as_posix()] = p
     return out

@@ -1,0 +1,370 @@
+"""Comparison ranking: the judge compares two candidates of one source (CSEM paper Sec. VI-F, Fig. 6).
+
+* **Pairs** (:func:`select_pairs`): per source, ``all`` pairs; a seeded ``random`` subset of
+  ``per_source`` pairs; or ``adjacent`` pairs after a rating pass (the candidates sorted by an
+  existing rating column, each paired with its neighbour: ``n - 1`` pairs that decide the order
+  where ratings are closest).
+* **Both orders**: every pair is judged as (a, b) and as (b, a), and the preference is
+  ``p(a > b) = (p_first(a, b) + 1 - p_first(b, a)) / 2``, so a judge's position bias (a constant
+  lean towards the first or second slot) cancels. A pair is missing when either order is.
+* **Modes**: ``probs`` reads ``p_first = P(A) / (P(A) + P(B))`` from the answer distribution of one
+  forward pass: exactly (chain rule over the label's tokens, with and without a leading space) on
+  the in-process llama.cpp backend; from the first answer token's ``top_logprobs`` (up to 20) on
+  backends that return token logprobs (OpenAI-compatible servers; a label outside the top 20 counts
+  as 0). ``mass = P(A) + P(B)`` is kept. ``parse`` (and the fallback of a backend without
+  probabilities) reads one greedy answer: ``1`` for A, ``0`` for B; no A/B in the answer is
+  missing with its raw text.
+* Every judgment is cached in SQLite (:class:`csem.judge.cache.JudgmentCache`) as it finishes, so a
+  killed run resumes; the number of judge calls is ``2 x pairs``.
+
+:func:`compare_records` returns one row per pair (the preference file ``csem train --pairs``
+reads): ``id`` (``<id_a>|<id_b>``), ``doc_id``, ``source``, ``reference``, ``id_a``, ``id_b``,
+``candidate_a``, ``candidate_b``, ``system_a``, ``system_b``, ``judge.<aspect>`` (p(a > b) in
+[0, 1], None when missing), ``judge.<aspect>.mass``, ``judge.<aspect>.missing``, and the two
+orders' ``p_first`` in ``order_ab.<aspect>`` / ``order_ba.<aspect>``.
+:func:`preference_scores` turns pairs into one score per candidate (its mean preference over the
+pairs it is in), for correlation with ratings or human scores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+import random
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from csem.judge.cache import JudgmentCache, judgment_key
+from csem.rubrics.pairwise import PairwiseRubric, load_pairwise_rubric
+
+STRATEGIES = ("all", "random", "adjacent")
+COMPARE_MODES = ("probs", "parse")
+
+
+@dataclass
+class CompareSummary:
+    """What a comparison run did: ``pairs``, ``calls`` (2 per pair), ``judged`` now, ``cached``,
+    ``failed`` (transient, not cached), ``missing`` pairs by reason, mean ``position_bias``
+    (mean ``p_first`` over all judged orders: 0.5 = none), ``seconds``, ``fallback``."""
+
+    pairs: int = 0
+    calls: int = 0
+    judged: int = 0
+    cached: int = 0
+    failed: int = 0
+    missing: dict[str, int] = field(default_factory=dict)
+    position_bias: float | None = None
+    seconds: float = 0.0
+    fallback: str | None = None
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+    def __str__(self) -> str:
+        bias = "n/a" if self.position_bias is None else f"{self.position_bias:.3f}"
+        s = (f"{self.pairs} pairs, {self.calls} judge calls ({self.judged} new, {self.cached} cached, {self.failed} "
+             f"failed); mean P(first is better) {bias}; {self.seconds:.1f} s")
+        if self.missing:
+            s += "\nmissing pairs: " + "; ".join(f"{r} x{n}" for r, n in self.missing.items())
+        if self.fallback:
+            s += f"\nnote: {self.fallback}"
+        return s
+
+
+def _group_key(rec: Mapping[str, Any]) -> tuple:
+    ref = rec.get("reference")
+    return (rec.get("source"), tuple(ref) if isinstance(ref, list) else ref)
+
+
+def select_pairs(records: Sequence[Mapping[str, Any]], strategy: str = "all", *, per_source: int | None = None,
+                 rating_col: str | None = None, seed: int = 0) -> list[tuple[int, int]]:
+    """Pairs of record indices (same source and reference) to compare.
+
+    Args:
+        records: candidate records (``source``, ``candidate``, ``id``).
+        strategy: ``all`` | ``random`` (``per_source`` pairs drawn per source, seeded by ``seed``
+            and the source text, so adding sources never changes another's pairs) | ``adjacent``
+            (sorted by ``rating_col`` descending, ties by id; neighbours paired).
+        per_source: ``random``: pairs per source (all when it has fewer).
+        rating_col: ``adjacent``: the rating column of an earlier rating pass.
+
+    Returns:
+        ``(i, j)`` index pairs with ``i < j`` (first appearance order), grouped by source.
+
+    Raises:
+        ValueError: unknown strategy, a missing ``per_source``/``rating_col``, or a record without
+        the rating (named).
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown pair strategy '{strategy}'; choose from {', '.join(STRATEGIES)}")
+    groups: dict[tuple, list[int]] = {}
+    for i, r in enumerate(records):
+        groups.setdefault(_group_key(r), []).append(i)
+    out: list[tuple[int, int]] = []
+    for key, idx in groups.items():
+        if strategy == "all":
+            out.extend(itertools.combinations(idx, 2))
+        elif strategy == "random":
+            if per_source is None or per_source < 1:
+                raise ValueError("pair strategy 'random' needs per_source >= 1 (--pairs-per-source)")
+            combos = list(itertools.combinations(idx, 2))
+            rng = random.Random(f"{seed}|{key[0]}|{key[1]}")
+            chosen = sorted(rng.sample(combos, min(per_source, len(combos))))
+            out.extend(chosen)
+        else:
+            if not rating_col:
+                raise ValueError("pair strategy 'adjacent' needs the rating column of a rating pass (--rating-col)")
+            for i in idx:
+                v = records[i].get(rating_col)
+                if v is None or (isinstance(v, float) and math.isnan(v)):
+                    raise ValueError(f"record '{records[i].get('id')}' has no rating in '{rating_col}' "
+                                     "(adjacent pairs need every candidate rated)")
+            order = sorted(idx, key=lambda i: (-float(records[i][rating_col]), str(records[i].get("id"))))
+            out.extend(tuple(sorted(p)) for p in zip(order, order[1:]))  # type: ignore[misc]
+    return out
+
+
+_CHOICE_RE = r"(?:^|[^A-Za-z0-9])({})(?![A-Za-z0-9])"
+
+
+def parse_choice(text: str | None, choices: Sequence[str] = ("A", "B")) -> int | None:
+    """Index of the choice a free-text answer names first (``"B"``, ``"Summary B."``, ``"**A**"``), or None.
+
+    Only whole-word, case-sensitive labels count, so ``"A"`` in ``"As both ..."`` does not.
+    """
+    if not text:
+        return None
+    pat = re.compile(_CHOICE_RE.format("|".join(re.escape(c) for c in choices)))
+    m = pat.search(text.strip())
+    return None if m is None else list(choices).index(m.group(1))
+
+
+@dataclass
+class OrderJudgment:
+    """One order of one pair: ``p_first`` in [0, 1] (None when missing), ``mass``, ``raw``, ``missing``."""
+
+    p_first: float | None
+    mass: float | None = None
+    raw: str | None = None
+    missing: str | None = None
+    cached: bool = False
+    transient: bool = False
+
+
+async def choice_probabilities(model: Any, messages: Sequence[dict], choices: Sequence[str]) -> tuple[dict[str, float], str | None]:
+    """``{choice: P(answer starts with it)}`` and the top token, from one forward pass.
+
+    Backends that return token logprobs (``"logprobs"`` in the provider's ``features``: OpenAI-
+    compatible servers) are read from the first answer token's ``top_logprobs`` (20); the
+    in-process llama.cpp provider computes each label's exact probability with the chain rule
+    (its ``score_distribution`` takes answer texts).
+
+    Raises:
+        LogprobsUnsupported: the backend has no token probabilities. BackendError: the call failed.
+    """
+    from csem.llm import GenerateConfig, LogprobsUnsupported
+
+    features = set(getattr(getattr(model, "api", model), "features", ()) or ())
+    if "logprobs" in features:
+        cfg = GenerateConfig(n=1, max_tokens=1, temperature=0.0, seed=0, logprobs=True, top_logprobs=20)
+        out = await model.generate(messages, cfg)
+        lps = out[0].logprobs if out else None
+        if not lps or not lps[0].get("top"):
+            raise LogprobsUnsupported(f"{model.id}: server returned no logprobs")
+        top = lps[0]["top"]
+        probs = {c: float(sum(math.exp(lp) for t, lp in top.items() if (t or "").strip() == c and lp is not None
+                              and lp > -1e9)) for c in choices}
+        return probs, out[0].text
+    dist = await model.score_distribution(messages, list(choices))
+    return {c: float(dist.probs.get(c, 0.0)) for c in choices}, dist.top
+
+
+async def acompare_records(
+    records: Iterable[Mapping[str, Any]],
+    rubric: str | PairwiseRubric,
+    judge: Any,
+    *,
+    pairs: Sequence[tuple[int, int]] | None = None,
+    strategy: str = "all",
+    per_source: int | None = None,
+    rating_col: str | None = None,
+    seed: int = 0,
+    mode: str = "probs",
+    cache: str | Path | JudgmentCache | None = None,
+    progress: bool = True,
+    backend_options: Mapping[str, Any] | None = None,
+    max_consecutive_failures: int = 3,
+) -> tuple[list[dict], CompareSummary]:
+    """Async core of :func:`compare_records` (same arguments and result)."""
+    from csem.llm import BackendError, GenerateConfig, LogprobsUnsupported, get_model
+
+    if mode not in COMPARE_MODES:
+        raise ValueError(f"unknown comparison mode '{mode}'; choose from {', '.join(COMPARE_MODES)}")
+    t0 = time.perf_counter()
+    recs = [dict(r) for r in records]
+    rub = rubric if isinstance(rubric, PairwiseRubric) else load_pairwise_rubric(rubric)
+    if pairs is None:
+        pairs = select_pairs(recs, strategy, per_source=per_source, rating_col=rating_col, seed=seed)
+    jobs: list[tuple[int, int, list[dict]]] = []  # (first, second, messages), both orders of each pair
+    for i, j in pairs:
+        for a, b in ((i, j), (j, i)):
+            try:
+                jobs.append((a, b, rub.render(recs[a], recs[b])))
+            except KeyError as exc:
+                raise ValueError(f"record {a + 1} (id {recs[a].get('id')!r}): {exc.args[0]}") from None
+    model = get_model(judge, max_consecutive_failures=max_consecutive_failures, **dict(backend_options or {}))
+    own = not isinstance(cache, JudgmentCache)
+    store = cache if isinstance(cache, JudgmentCache) else JudgmentCache(cache)
+    summary = CompareSummary(pairs=len(pairs), calls=len(jobs))
+    state = {"mode": mode}
+    results: dict[tuple[int, int], OrderJudgment] = {}
+    sem = asyncio.Semaphore(max(1, int(getattr(model, "concurrency", 1))))
+    bar = None
+    if progress:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        bar = Progress(TextColumn("comparing"), BarColumn(), MofNCompleteColumn(), TextColumn("ETA"),
+                       TimeRemainingColumn(), console=Console(stderr=True))
+        task = bar.add_task("comparing", total=len(jobs))
+
+    def params(m: str) -> dict:
+        if m == "probs":
+            return {"choices": list(rub.choices)}
+        return GenerateConfig(n=1, max_tokens=8, temperature=0.0, top_k=0, top_p=1.0, seed=0).cache_params()
+
+    async def one(a: int, b: int, msgs: list[dict]) -> None:
+        async with sem:
+            j: OrderJudgment | None = None
+            for _ in range(2):  # a second pass only after a probs -> parse fallback
+                m = state["mode"]
+                key = judgment_key(model.id, msgs, f"compare-{m}", params(m))
+                row = store.get(key)
+                if row is not None:
+                    j = OrderJudgment(row["score"], row["mass"], row["raw"], row["missing"], cached=True)
+                    break
+                try:
+                    if m == "probs":
+                        probs, top = await choice_probabilities(model, msgs, rub.choices)
+                        mass = sum(probs.values())
+                        if mass <= 0:
+                            j = OrderJudgment(None, mass, top, f"no probability on {'/'.join(rub.choices)}")
+                        else:
+                            j = OrderJudgment(probs[rub.choices[0]] / mass, mass, top)
+                        pr = probs
+                    else:
+                        out = await model.generate(msgs, GenerateConfig(**params(m)))
+                        text = out[0].text if out else ""
+                        k = parse_choice(text, rub.choices)
+                        j = OrderJudgment(None if k is None else float(k == 0), None, text,
+                                          None if k is not None else f"unparseable answer: no {'/'.join(rub.choices)}")
+                        pr = None
+                except LogprobsUnsupported as exc:
+                    if state["mode"] == "probs":
+                        state["mode"] = "parse"
+                        summary.fallback = f"backend gives no token probabilities ({exc}); used mode 'parse'"
+                    continue
+                except BackendError as exc:
+                    j = OrderJudgment(None, None, None, f"backend error: {exc}", transient=exc.transient)
+                    break
+                store.put(key, backend=model.id, mode=f"compare-{m}", rubric=f"{rub.id}@{rub.version}",
+                          aspect=rub.aspect, score=j.p_first, missing=j.missing, raw=j.raw, mass=j.mass, probs=pr)
+                break
+            assert j is not None
+            results[(a, b)] = j
+            if j.cached:
+                summary.cached += 1
+            elif j.transient:
+                summary.failed += 1
+            else:
+                summary.judged += 1
+            if bar is not None:
+                bar.update(task, advance=1)
+
+    try:
+        if bar is not None:
+            bar.start()
+        await asyncio.gather(*(one(a, b, m) for a, b, m in jobs))
+    finally:
+        if bar is not None:
+            bar.stop()
+        if own:
+            store.close()
+    col = f"judge.{rub.aspect}"
+    rows = []
+    firsts = []
+    for i, j in pairs:
+        ab, ba = results[(i, j)], results[(j, i)]
+        ra, rb = recs[i], recs[j]
+        row = {"id": f"{ra.get('id')}|{rb.get('id')}", "doc_id": ra.get("doc_id"), "source": ra.get("source"),
+               "reference": ra.get("reference"), "id_a": ra.get("id"), "id_b": rb.get("id"),
+               "candidate_a": ra.get("candidate"), "candidate_b": rb.get("candidate"),
+               "system_a": ra.get("system_id"), "system_b": rb.get("system_id"),
+               f"order_ab.{rub.aspect}": ab.p_first, f"order_ba.{rub.aspect}": ba.p_first}
+        firsts += [p for p in (ab.p_first, ba.p_first) if p is not None]
+        if ab.p_first is None or ba.p_first is None:
+            reason = ab.missing if ab.p_first is None else ba.missing
+            row[col] = None
+            row[col + ".missing"] = reason
+            kind = (reason or "unknown").split(":")[0]
+            summary.missing[kind] = summary.missing.get(kind, 0) + 1
+            raws = [x.raw for x in (ab, ba) if x.p_first is None and x.raw]
+            if raws:
+                row[col + ".raw"] = raws[0]
+        else:
+            row[col] = (ab.p_first + 1.0 - ba.p_first) / 2.0
+            if ab.mass is not None and ba.mass is not None:
+                row[col + ".mass"] = (ab.mass + ba.mass) / 2.0
+        rows.append(row)
+    summary.position_bias = sum(firsts) / len(firsts) if firsts else None
+    summary.seconds = time.perf_counter() - t0
+    return rows, summary
+
+
+def compare_records(records: Iterable[Mapping[str, Any]], rubric: str | PairwiseRubric, judge: Any,
+                    **kwargs: Any) -> tuple[list[dict], CompareSummary]:
+    """Judge pairs of candidates of each source in both orders (see the module docstring).
+
+    Args:
+        records: candidate records (``source``, ``candidate``, ``id``, optional ``reference``,
+            ``doc_id``, ``system_id``).
+        rubric: a pairwise rubric id (``pairwise/summ-coherence-ref-free``; the rating rubric id
+            ``csem/summ-coherence-ref-free`` names the same), a file, or a :class:`PairwiseRubric`.
+        judge: backend URI (``local``, ``llama-cpp:...``, ``openai:MODEL``) or a model.
+        pairs: explicit ``(i, j)`` index pairs; else chosen by ``strategy`` / ``per_source`` /
+            ``rating_col`` / ``seed`` (:func:`select_pairs`).
+        mode: ``probs`` (preference probability from the A/B tokens) | ``parse`` (one greedy answer).
+        cache: SQLite file (resumable) or an open :class:`JudgmentCache`; None = in memory.
+        progress, backend_options, max_consecutive_failures: as :func:`csem.judge.judge_records`.
+
+    Returns:
+        ``(pair rows, CompareSummary)``; the rows' columns are listed in the module docstring.
+
+    Raises:
+        ValueError: unknown mode/strategy, or a record lacks a text the rubric shows (named).
+        RubricError: unknown rubric. BackendError: the backend cannot be created.
+    """
+    from csem.llm import run_sync
+
+    return run_sync(acompare_records(records, rubric, judge, **kwargs))
+
+
+def preference_scores(pair_rows: Sequence[Mapping[str, Any]], column: str) -> dict[str, float]:
+    """One score per candidate id: its mean preference over the pairs it is in (``p(a > b)`` for
+    ``a``, ``1 - p(a > b)`` for ``b``), in [0, 1]; pairs missing ``column`` are skipped.
+
+    This is the win rate of Copeland-style aggregation with soft wins; with all pairs of a source it
+    orders the candidates as the Bradley-Terry model's maximum-likelihood scores do in most cases.
+    """
+    tot: dict[str, list[float]] = {}
+    for r in pair_rows:
+        p = r.get(column)
+        if p is None:
+            continue
+        tot.setdefault(str(r["id_a"]), []).append(float(p))
+        tot.setdefault(str(r["id_b"]), []).append(1.0 - float(p))
+    return {k: sum(v) / len(v) for k, v in tot.items()}
