@@ -60,7 +60,10 @@ def build_card(
     """The card as a JSON-ready dict (NaN correlations become null)."""
     import csem
 
+    from csem.model.validation import describe_label_counts, label_counts
+
     cols = [s.column for s in config.labels]
+    counts = label_counts(train_records, cols)
     docs = {r.get("doc_id") for r in train_records if r.get("doc_id") is not None}
     needs = {"ref-free": "source and candidate", "ref-based": "source, candidate and reference(s)",
              "fluency": "candidate only", "fluency-ref": "candidate and reference(s)"}[config.mode]
@@ -88,6 +91,9 @@ def build_card(
             "config": train_config.model_dump(),
             "data_sha256": data_hash(train_records, cols),
             "n_records": len(train_records),
+            # rows with and without a label (none at all: trained from preference pairs instead)
+            "labels": {**counts, "summary": describe_label_counts(counts)} if any(counts["labelled"].values())
+            else None,
             "n_documents": len(docs) or None,
             "n_dev_records": len(dev_records) if dev_records else 0,
             "epochs_run": len(history) or None,
@@ -119,7 +125,10 @@ def render_markdown(card: Mapping[str, Any]) -> str:
              "## Training data", "",
              f"- sha256: `{t['data_sha256']}`",
              f"- {t['n_records']} records" + (f" over {t['n_documents']} documents" if t["n_documents"] else "")
-             + f"; {t['n_dev_records']} dev records; epochs run: {t['epochs_run']}", ""]
+             + f"; {t['n_dev_records']} dev records; epochs run: {t['epochs_run']}"]
+    if t.get("labels"):
+        lines.append(f"- labels: {t['labels']['summary']}")
+    lines.append("")
     val = card.get("validation")
     lines += ["## Validation (best epoch)", ""]
     if val:
