@@ -4,6 +4,8 @@ Command modules register themselves on :data:`app` when imported; they only pars
 and call the library functions of the stage packages.
 
 Every command reports a failure as one line ``csem: error: ...`` on stderr and exits with
+(:func:`exit_code` maps exceptions to these codes once for all commands; ``CSEM_DEBUG=1`` adds the
+traceback, for every command)
 
 ====  ==========================================================================================
 0     success
@@ -17,14 +19,90 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
+import traceback
+from typing import Optional
 
+import click
 import typer
+from typer.core import TyperGroup
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+
+def exit_code(exc: BaseException) -> int | None:
+    """The exit code of an exception escaping a command, or None for a bug (its traceback is shown).
+
+    2: bad input or usage (``ValueError`` and its subclasses: RecordError, RubricError,
+    TrainingDataError, DatasetError, ModelFolderError, pydantic errors; ``KeyError``;
+    ``FileNotFoundError``, ``IsADirectoryError``, ``NotADirectoryError``). 1: a run-time failure
+    (``BackendError`` (unreachable or refusing judge, model that cannot be loaded), any other
+    ``OSError``, ``RuntimeError``).
+    """
+    if isinstance(exc, (ValueError, KeyError, FileNotFoundError, IsADirectoryError, NotADirectoryError)):
+        return 2
+    if isinstance(exc, (OSError, RuntimeError)):
+        return 1
+    return None
+
+
+def error_message(exc: BaseException) -> str:
+    """One line for ``csem: error: ...`` (a KeyError without its quotes, an OSError with its file)."""
+    if isinstance(exc, KeyError) and exc.args:
+        return str(exc.args[0])
+    if isinstance(exc, OSError) and exc.filename and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}"
+    return str(exc)
+
+
+class _ErrorMappingGroup(TyperGroup):
+    """The command group: any exception a command lets escape becomes one ``csem: error:`` line and
+    the code of :func:`exit_code` (with the traceback under ``CSEM_DEBUG=1``)."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except Exception as exc:  # noqa: BLE001 - mapped once for every command
+            code = exit_code(exc)
+            if code is None:
+                raise
+            if os.environ.get("CSEM_DEBUG"):
+                traceback.print_exc(file=sys.stderr)
+            raise fail(error_message(exc), code) from None
+
+
+app = typer.Typer(cls=_ErrorMappingGroup, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="csem: LLM judges (G-Eval) and learned evaluation metrics distilled from them (CSEM).")
 
+
+def parse_pairs(pairs: Optional[list[str]], option: str, example: str = "KEY=VALUE") -> dict[str, str]:
+    """``KEY=VALUE`` command-line pairs as a dict (``--col source=article``, ``--judge-opt base_url=...``,
+    ``--data-option judge=gpt-4``); one parser for every such option.
+
+    Raises:
+        typer.BadParameter: a pair without ``=`` or with an empty key (usage error, exit 2).
+    """
+    out: dict[str, str] = {}
+    for p in pairs or []:
+        k, eq, v = p.partition("=")
+        if not eq or not k.strip():
+            raise typer.BadParameter(f"'{p}' must look like KEY=VALUE, e.g. {example}", param_hint=option)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def col_option() -> typer.models.OptionInfo:
+    """The ``--col FIELD=COLUMN`` option, declared once for every command that reads records."""
+    return typer.Option(None, "--col", help="column mapping FIELD=COLUMN (repeatable), e.g. --col source=article")
+
+
+def column_map(col: Optional[list[str]]) -> dict[str, str]:
+    """The ``--col`` pairs as ``{csem_field: user_column}``."""
+    return parse_pairs(col, "--col", "source=article")
+
 # one module per command group; a module missing here simply adds no command
-_COMMAND_MODULES = ("judge", "meta", "train", "score", "collect", "annotate", "pipeline", "example")
+_COMMAND_MODULES = ("judge", "meta", "train", "score", "collect", "annotate", "pipeline", "example",
+                    "rerank", "mrt", "serve")
 
 
 def _load_commands() -> None:
@@ -45,14 +123,17 @@ def fail(message: object, code: int = 2) -> typer.Exit:
 
 def main() -> None:
     """Entry point: run the command; expected failures print one ``csem: error: ...`` line and exit
-    2 (bad input: ValueError, KeyError, FileNotFoundError) or 1 (RuntimeError, OSError); set
-    ``CSEM_DEBUG=1`` for the traceback."""
+    with the code of :func:`exit_code` (the command group maps them; this catches what escapes before
+    a command runs); set ``CSEM_DEBUG=1`` for the traceback."""
     _load_commands()
     try:
         app()
-    except (ValueError, OSError, RuntimeError, KeyError) as exc:
-        if os.environ.get("CSEM_DEBUG"):
+    except (typer.Exit, typer.Abort):
+        raise
+    except Exception as exc:  # noqa: BLE001
+        code = exit_code(exc)
+        if code is None:
             raise
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        code = 2 if isinstance(exc, (ValueError, KeyError, FileNotFoundError)) else 1
-        raise SystemExit(fail(msg, code).exit_code) from None
+        if os.environ.get("CSEM_DEBUG"):
+            traceback.print_exc(file=sys.stderr)
+        raise SystemExit(fail(error_message(exc), code).exit_code) from None

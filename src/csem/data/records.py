@@ -207,7 +207,7 @@ def normalize_record(
         value = rec.get(field)
         if value is None:
             raise RecordError(path, line, columns.get(field, field), f"required field '{field}' is missing"
-                              + (f" (map a column with --{field.replace('_', '-')}-col)" if field in TEXT_FIELDS else ""))
+                              + (f" (map a column with --col {field}=COLUMN)" if field in (*TEXT_FIELDS, "reference") else ""))
         if field in TEXT_FIELDS and isinstance(value, str) and not value.strip():
             raise RecordError(path, line, columns.get(field, field), f"'{field}' is empty")
     for field in TEXT_FIELDS:
