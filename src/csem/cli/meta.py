@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from csem.cli import app, fail
+from csem.cli import app, fail, parse_pairs
 
 ALL_LEVELS = ("summary", "system", "dataset")
 
@@ -89,7 +89,7 @@ def meta_eval(
     from rich.console import Console
 
     from csem.baselines import compute_baselines
-    from csem.data.records import RecordError
+    from csem.data.records import check_output_path
     from csem.meta import correlation_table, evaluate
     from csem.data.columns import aspect_of, format_column, score_columns
     from csem.meta.inputs import PREDICTION_KINDS, join_predictions, load_data
@@ -101,21 +101,18 @@ def meta_eval(
     if bad:
         raise typer.BadParameter(f"unknown level(s) {bad}; use summary, system, dataset or all", param_hint="--level")
     methods = _split([method])
-    try:
-        options = {}
-        for kv in data_option or []:
-            if "=" not in kv:
-                raise ValueError(f"--data-option '{kv}' must look like KEY=VALUE")
-            k, v = kv.split("=", 1)
-            options[k.strip().replace("-", "_")] = int(v) if v.strip().isdigit() else v.strip()
-        records = load_data(data, path=data_path, **options)
-        join_predictions(records, _split(pred))
-        names = _split(baseline)
-        if names:
-            with console.status(f"computing baselines {names} on {len(records)} records"):
-                compute_baselines(records, names, multi_ref=multi_ref)
-    except (ValueError, TypeError, RecordError, FileNotFoundError, KeyError) as exc:
-        raise fail(exc) from exc
+    if out is not None:  # the output paths are checked before any work
+        check_output_path(out.with_name(out.name + ".csv"))
+    if plot is not None:
+        check_output_path(plot, kind="folder")
+    options = {k.replace("-", "_"): int(v) if v.isdigit() else v
+               for k, v in parse_pairs(data_option, "--data-option", "judge=gpt-3.5-turbo-0301").items()}
+    records = load_data(data, path=data_path, **options)
+    join_predictions(records, _split(pred))
+    names = _split(baseline)
+    if names:
+        with console.status(f"computing baselines {names} on {len(records)} records"):
+            compute_baselines(records, names, multi_ref=multi_ref)
     humans = score_columns(records, ("human",))
     wanted = _split(aspect)
     if wanted:
@@ -127,11 +124,8 @@ def meta_eval(
     if not metrics:
         raise fail("nothing to evaluate: give --pred files, --baseline names or a data file "
                    "with metric.*/judge.* columns")
-    try:
-        with console.status(f"correlating {len(metrics)} score column(s) with {len(humans)} aspect(s)"):
-            df = evaluate(records, metrics, humans, levels=levels, methods=methods, bootstrap=bootstrap, seed=seed)
-    except (ValueError, KeyError) as exc:
-        raise fail(exc) from exc
+    with console.status(f"correlating {len(metrics)} score column(s) with {len(humans)} aspect(s)"):
+        df = evaluate(records, metrics, humans, levels=levels, methods=methods, bootstrap=bootstrap, seed=seed)
     pivots = {}
     for lv in levels:
         pivots[lv] = correlation_table(df, lv)
@@ -148,11 +142,8 @@ def meta_eval(
         pair = _split([compare])
         if len(pair) != 2:
             raise fail(f"--compare needs two row names A,B, got {compare!r}")
-        try:
-            comparison = compare_metrics(records, df, pair[0], pair[1], levels=levels, method=methods[0],
-                                         n=bootstrap or 1000, seed=seed)
-        except ValueError as exc:
-            raise fail(exc) from exc
+        comparison = compare_metrics(records, df, pair[0], pair[1], levels=levels, method=methods[0],
+                                     n=bootstrap or 1000, seed=seed)
         _print_comparison(console, comparison, pair[0], pair[1], bootstrap or 1000)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)

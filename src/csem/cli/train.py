@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from csem.cli import app, fail
+from csem.cli import app, col_option, column_map
 
 
 def _floats(text: str, what: str) -> tuple[float, float]:
@@ -64,87 +64,84 @@ def train(
     name: str = typer.Option("csem", help="metric name: scores go to metric.<name>.<aspect>"),
     judge: Optional[str] = typer.Option(None, help="teacher judge, for the metric card"),
     rubric: Optional[str] = typer.Option(None, help="rubric the labels come from, for the metric card"),
-    col: Optional[List[str]] = typer.Option(None, "--col", help="column mapping FIELD=COLUMN (e.g. source=article)"),
+    col: Optional[List[str]] = col_option(),
     progress: bool = typer.Option(False, help="show Lightning's progress bar"),
 ) -> None:
     """Train an evaluation model (encoder + Eq. 9/10 features + feed-forward heads) and save it with its metric card."""
-    from csem.data.records import RecordError, parse_column_map, read_records
+    from csem.data.records import check_output_path, read_records
     from csem.model import ModelConfig, TrainConfig
     from csem.model.train import train as train_model
     from csem.model.labels import parse_label_spec, pivot_long, prepare_labels
-    from csem.model.validation import TrainingDataError
     from csem.model.validation import aspect_name as label_aspect
 
     from csem.pipeline.annotate import read_provenance
 
-    try:
-        columns = parse_column_map(col or [])
-        prov = read_provenance(data) or {}
-        groups = parse_label_spec(label_col)
-        label_cols = [c for g in groups for c in g]
-        ranges = None
-        if label_range:
-            ranges = _floats(label_range, "--label-range")
-        elif all(c in prov.get("columns", {}) for c in label_cols):
-            ranges = {c: tuple(prov["columns"][c]["scale"]) for c in label_cols}
-            typer.echo(f"label range from the rubric scale recorded by `csem annotate`: "
-                       f"{', '.join(f'{c} {lo:g}-{hi:g}' for c, (lo, hi) in ranges.items())}")
-        judge = judge or prov.get("judge")
-        rubric = rubric or (",".join(prov["rubrics"]) if prov.get("rubrics") else None)
-        preferences = None
-        if pairs:
-            from csem.model.preferences import pairs_to_training
+    check_output_path(out, kind="folder")  # before any work
+    columns = column_map(col)
+    prov = read_provenance(data) or {}
+    groups = parse_label_spec(label_col)
+    label_cols = [c for g in groups for c in g]
+    ranges = None
+    if label_range:
+        ranges = _floats(label_range, "--label-range")
+    elif all(c in prov.get("columns", {}) for c in label_cols):
+        ranges = {c: tuple(prov["columns"][c]["scale"]) for c in label_cols}
+        typer.echo(f"label range from the rubric scale recorded by `csem annotate`: "
+                   f"{', '.join(f'{c} {lo:g}-{hi:g}' for c, (lo, hi) in ranges.items())}")
+    judge = judge or prov.get("judge")
+    rubric = rubric or (",".join(prov["rubrics"]) if prov.get("rubrics") else None)
+    preferences = None
+    if pairs:
+        from csem.model.preferences import pairs_to_training
 
-            if dev or judge_col or any(len(g) > 1 for g in groups) or normalise != "none":
-                raise ValueError("--pairs trains on one preference column per aspect; --dev, --judge-col, "
-                                 "--normalise and A+B label columns are for ratings")
-            records, preferences = pairs_to_training(read_records(data, columns=columns, required=()), label_cols,
-                                                     where=str(data))
-            ranges = None
-            typer.echo(f"{len(preferences)} judged pairs of {len(records)} candidates")
-        else:
-            records = read_records(data, columns=columns, required=("candidate",), numeric=label_cols)
-        dev_records = read_records(dev, columns=columns, required=("candidate",), numeric=label_cols) if dev else None
-        ensembles: dict = {}
-        if not pairs and (judge_col or any(len(g) > 1 for g in groups) or normalise != "none"):
-            if judge_col and any(len(g) > 1 for g in groups):
-                raise ValueError("with --judge-col give one label column per aspect (the judges come from the file)")
-            if judge_col:
-                if isinstance(ranges, dict):
-                    ranges = {f"{c}@{j}": v for c, v in ranges.items()
-                              for j in {str(r.get(judge_col)) for r in records}}
-                records, groups, judges = pivot_long(records, judge_col, label_cols, where=str(data))
-                if dev_records is not None:
-                    dev_records, _, _ = pivot_long(dev_records, judge_col, label_cols, where=str(dev))
-                typer.echo(f"{len(judges)} judges in '{judge_col}': {', '.join(judges)}; {len(records)} candidates")
-            prep = prepare_labels(records, groups, normalise=normalise, combine=combine, label_range=ranges,
-                                  where=str(data))
-            records, label_cols, ranges, ensembles = prep.records, prep.label_cols, prep.label_range, prep.ensembles
+        if dev or judge_col or any(len(g) > 1 for g in groups) or normalise != "none":
+            raise ValueError("--pairs trains on one preference column per aspect; --dev, --judge-col, "
+                             "--normalise and A+B label columns are for ratings")
+        records, preferences = pairs_to_training(read_records(data, columns=columns, required=()), label_cols,
+                                                 where=str(data))
+        ranges = None
+        typer.echo(f"{len(preferences)} judged pairs of {len(records)} candidates")
+    else:
+        records = read_records(data, columns=columns, required=("candidate",), numeric=label_cols)
+    dev_records = read_records(dev, columns=columns, required=("candidate",), numeric=label_cols) if dev else None
+    ensembles: dict = {}
+    if not pairs and (judge_col or any(len(g) > 1 for g in groups) or normalise != "none"):
+        if judge_col and any(len(g) > 1 for g in groups):
+            raise ValueError("with --judge-col give one label column per aspect (the judges come from the file)")
+        if judge_col:
+            if isinstance(ranges, dict):
+                ranges = {f"{c}@{j}": v for c, v in ranges.items()
+                          for j in {str(r.get(judge_col)) for r in records}}
+            records, groups, judges = pivot_long(records, judge_col, label_cols, where=str(data))
             if dev_records is not None:
-                dev_records = prepare_labels(dev_records, groups, normalise=normalise, combine=combine,
-                                             label_range=ranges if normalise == "none" else None,
-                                             where=str(dev)).records
-        config = ModelConfig(name=name, encoder=encoder, pooling=pooling, mode=mode, loss=loss,
-                             hidden_sizes=[int(h) for h in hidden_sizes.split(",") if h.strip()],
-                             activation=activation, dropout=dropout, max_length=max_length, pairwise_weight=pairwise_weight,
-                             ref_aggregation=ref_aggregation)
-        tc = TrainConfig(lr=lr, head_lr=head_lr, batch_size=batch_size, max_epochs=epochs, patience=patience,
-                         frozen_epochs=frozen_epochs, layerwise_decay=layerwise_decay, gradient_clip=gradient_clip,
-                         seed=seed, precision=precision, accelerator=accelerator,
-                         devices=int(devices) if devices.isdigit() else devices, num_nodes=num_nodes,
-                         num_threads=threads, progress=progress)
-        model = train_model(records, label_cols, mode, out_dir=None, config=config, train_config=tc,
-                            dev_records=dev_records, label_range=ranges, judge=judge, rubric=rubric,
-                            preferences=preferences)
-        if ensembles or normalise != "none":
-            model.card["labels"] = {"normalise": normalise, "combine": combine, "judge_col": judge_col,
-                                    "ensembles": {label_aspect(k, label_cols): [label_aspect(c, label_cols) for c in v]
-                                                  for k, v in ensembles.items()}}
-        if preferences is not None:
-            model.card["labels"] = {"preference_pairs": len(preferences), "loss": "Eq. 3 on judged pairs"}
-        model.save(out)
-    except (RecordError, TrainingDataError, FileNotFoundError, ValueError) as exc:
-        raise fail(exc) from None
+                dev_records, _, _ = pivot_long(dev_records, judge_col, label_cols, where=str(dev))
+            typer.echo(f"{len(judges)} judges in '{judge_col}': {', '.join(judges)}; {len(records)} candidates")
+        prep = prepare_labels(records, groups, normalise=normalise, combine=combine, label_range=ranges,
+                              where=str(data))
+        records, label_cols, ranges, ensembles = prep.records, prep.label_cols, prep.label_range, prep.ensembles
+        if dev_records is not None:
+            dev_records = prepare_labels(dev_records, groups, normalise=normalise, combine=combine,
+                                         label_range=ranges if normalise == "none" else None,
+                                         where=str(dev)).records
+    config = ModelConfig(name=name, encoder=encoder, pooling=pooling, mode=mode, loss=loss,
+                         hidden_sizes=[int(h) for h in hidden_sizes.split(",") if h.strip()],
+                         activation=activation, dropout=dropout, max_length=max_length, pairwise_weight=pairwise_weight,
+                         ref_aggregation=ref_aggregation)
+    tc = TrainConfig(lr=lr, head_lr=head_lr, batch_size=batch_size, max_epochs=epochs, patience=patience,
+                     frozen_epochs=frozen_epochs, layerwise_decay=layerwise_decay, gradient_clip=gradient_clip,
+                     seed=seed, precision=precision, accelerator=accelerator,
+                     devices=int(devices) if devices.isdigit() else devices, num_nodes=num_nodes,
+                     num_threads=threads, progress=progress)
+    model = train_model(records, label_cols, mode, out_dir=None, config=config, train_config=tc,
+                        dev_records=dev_records, label_range=ranges, judge=judge, rubric=rubric,
+                        preferences=preferences)
+    if ensembles or normalise != "none":
+        model.card["labels"] = {"normalise": normalise, "combine": combine, "judge_col": judge_col,
+                                "ensembles": {label_aspect(k, label_cols): [label_aspect(c, label_cols) for c in v]
+                                              for k, v in ensembles.items()}}
+    if preferences is not None:
+        model.card["labels"] = {"preference_pairs": len(preferences), "loss": "Eq. 3 on judged pairs"}
+    model.save(out)
     val = model.card.get("validation")
     summary = ""
     if val:

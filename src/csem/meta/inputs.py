@@ -43,6 +43,9 @@ def load_data(spec: str | Path, *, path: str | Path | None = None, **options) ->
             return load_dataset(str(spec), path, **options)
         except TypeError as exc:  # an option the loader does not take
             raise ValueError(f"dataset '{spec}': {exc}") from exc
+    if p.is_dir():
+        raise RecordError(p, None, None, "is a directory, not a records file (.jsonl, .csv, .tsv or .parquet) "
+                          f"or a dataset name; datasets: {dataset_names()}")
     raise ValueError(f"--data '{spec}' is neither a file nor a dataset name; datasets: {dataset_names()}")
 
 

@@ -1,0 +1,71 @@
+"""issue 11: one error mapping for every command (csem.cli): exit codes, one-line messages that name the
+file, outputs checked before any work, and CSEM_DEBUG=1 tracebacks for every command."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from csem.cli import _load_commands, app, error_message, exit_code
+from csem.data.records import RecordError, write_records
+
+_load_commands()
+
+
+def _invoke(*args, env=None):
+    res = CliRunner().invoke(app, [str(a) for a in args], env=env)
+    return res.exit_code, res.output
+
+
+def test_exit_code_table():
+    assert exit_code(RecordError("f.jsonl", 3, "source", "missing")) == 2
+    assert exit_code(KeyError("no column")) == 2 and error_message(KeyError("no column")) == "no column"
+    assert exit_code(FileNotFoundError(2, "No such file or directory", "x.jsonl")) == 2
+    assert error_message(FileNotFoundError(2, "No such file or directory", "x.jsonl")) == "x.jsonl: No such file or directory"
+    assert exit_code(IsADirectoryError(21, "Is a directory", "d")) == 2
+    assert exit_code(RuntimeError("a backend that cannot be reached")) == 1  # BackendError is a RuntimeError
+    assert exit_code(PermissionError(13, "Permission denied", "out.jsonl")) == 1
+    assert exit_code(TypeError("a bug")) is None  # bugs keep their traceback
+
+
+@pytest.fixture()
+def humans(tmp_path):
+    return write_records([{"id": str(i), "doc_id": str(i // 2), "system_id": f"s{i % 2}", "candidate": f"c{i}",
+                           "human.coherence": float(i % 3), "metric.m": float(i)} for i in range(6)],
+                         tmp_path / "humans.jsonl")
+
+
+def test_meta_eval_directory_and_output_checked_first(tmp_path, humans):
+    (tmp_path / "folder").mkdir()
+    code, out = _invoke("meta-eval", "--data", tmp_path / "folder", "--bootstrap", "0")
+    assert code == 2 and "is a directory" in out, out
+    (tmp_path / "file").write_text("x")
+    code, out = _invoke("meta-eval", "--data", tmp_path / "nothing-here", "--out", tmp_path / "file" / "m")
+    assert code == 2 and "is a file, not a folder" in out, out  # before the data is even looked at
+    code, out = _invoke("meta-eval", "--data", humans, "--bootstrap", "0", "--plot", tmp_path / "file")
+    assert code == 2 and "not a folder" in out, out
+    code, out = _invoke("meta-eval", "--data", humans, "--data-option", "oops", "--bootstrap", "0")
+    assert code == 2 and "KEY=VALUE" in out
+
+
+def test_train_output_checked_first(tmp_path):
+    (tmp_path / "model").write_text("not a folder")
+    code, out = _invoke("train", "--data", tmp_path / "missing.jsonl", "--label-col", "judge.x", "--out",
+                        tmp_path / "model")
+    assert code == 2 and "model: exists and is not a folder" in out, out
+    code, out = _invoke("train", "--data", tmp_path, "--label-col", "judge.x", "--out", tmp_path / "m2")
+    assert code == 2 and "is a directory" in out, out
+
+
+@pytest.mark.parametrize("args", [
+    ("meta-eval", "--data", "{tmp}/folder", "--bootstrap", "0"),
+    ("train", "--data", "{tmp}/folder", "--label-col", "judge.x", "--out", "{tmp}/m"),
+    ("score", "--model", "{tmp}/m", "--data", "{tmp}/folder", "--out", "{tmp}/o.jsonl"),
+])
+def test_debug_traceback_for_every_command(tmp_path, args):
+    (tmp_path / "folder").mkdir()
+    args = [a.format(tmp=tmp_path) for a in args]
+    code, out = _invoke(*args, env={"CSEM_DEBUG": "1"})
+    assert code == 2 and "Traceback (most recent call last)" in out and "csem: error:" in out, out
+    code, out = _invoke(*args, env={"CSEM_DEBUG": ""})
+    assert code == 2 and "Traceback" not in out and out.count("csem: error:") == 1, out
