@@ -14,6 +14,7 @@ from typing import Callable, Mapping, Sequence
 from csem.baselines.bertscore import bertscore
 from csem.baselines.rouge import rouge, rouge_scores
 from csem.baselines.sacrebleu_metrics import bleu, chrf
+from csem.data.columns import format_column
 
 BASELINES: dict[str, Callable[[Sequence[Mapping]], list[float]]] = {
     "rouge1": lambda recs: rouge(recs, "rouge1"),
@@ -50,9 +51,10 @@ def compute_baselines(records: Sequence[dict], names: Sequence[str], *, multi_re
     cached = rouge_scores(records, rouge_names, reduce=multi_ref) if rouge_names else {}  # one tokenisation pass
     for name in names:
         values = cached[name] if name in cached else BASELINES[name](records)
+        col = format_column("metric", name=name)
         for rec, v in zip(records, values):
-            rec[f"metric.{name}"] = v
-        cols.append(f"metric.{name}")
+            rec[col] = v
+        cols.append(col)
     return cols
 
 
