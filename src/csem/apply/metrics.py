@@ -1,0 +1,208 @@
+"""One shape for every metric the apply layer uses: a learned student, the LLM judge, a baseline.
+
+A :class:`Metric` is loaded once and then scores many batches of records; its result is keyed by
+score column (``metric.<name>.<aspect>``, ``judge.<aspect>``, ``metric.<baseline>``), one value
+per record in input order (``None`` where the metric gave no score, e.g. an unparseable judge
+answer). This is the shape of COMET's ``estimate()`` that ``comet-mbr`` reuses: the model stays
+in memory and reranking, MBR, MRT rewards, the TRL reward and the server all call ``score``.
+
+Metric specifications (CLI ``--metric`` and :func:`load_metric`):
+
+=====================================  =============================================================
+``DIR``                                a student folder written by ``csem train`` (every head)
+``DIR#coherence+relevance``            the same, only the named heads
+``judge:RUBRIC[+RUBRIC]@URI``          the G-Eval judge, e.g. ``judge:geval/summeval-coherence@local``
+``rouge1`` ``rouge2`` ``rougeL``       reference-based baselines of :mod:`csem.baselines`
+``rougeLsum`` ``bleu`` ``chrf``
+``bertscore``
+=====================================  =============================================================
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+
+Scores = dict[str, list["float | None"]]
+
+
+@runtime_checkable
+class Metric(Protocol):
+    """A loaded metric.
+
+    Attributes:
+        name: the specification it was loaded from (for logs and reports).
+        columns: the score columns it writes, in a fixed order.
+        needs_reference: whether every record needs a ``reference``.
+    """
+
+    name: str
+    columns: list[str]
+    needs_reference: bool
+
+    def score(self, records: Sequence[Mapping[str, Any]]) -> Scores:
+        """``{column: one float or None per record}`` for ``records`` (input order)."""
+        ...
+
+
+class StudentMetric:
+    """A trained evaluation model (:class:`csem.model.EvaluationModel`), loaded once.
+
+    Args:
+        model: the model folder or a loaded :class:`EvaluationModel`.
+        aspects: heads to keep (default: all), e.g. ``["coherence"]``.
+        batch_size, precision: passed to :meth:`EvaluationModel.score`.
+        name: metric name in the columns (default: the model's ``config.name``).
+
+    Raises:
+        csem.model.ModelFolderError: the folder is not a model folder.
+        ValueError: an aspect the model has no head for.
+    """
+
+    def __init__(self, model: Any, aspects: Sequence[str] | None = None, *, batch_size: int = 64,
+                 precision: str = "auto", name: str | None = None):
+        from csem.model import EvaluationModel
+
+        self.model = model if isinstance(model, EvaluationModel) else EvaluationModel.load(model)
+        unknown = [a for a in (aspects or []) if a not in self.model.aspects]
+        if unknown:
+            raise ValueError(f"model {model}: no head for aspect(s) {unknown}; it has {self.model.aspects}")
+        self.aspects = list(aspects) if aspects else list(self.model.aspects)
+        self.metric_name = name or self.model.config.name
+        self.name = str(model) if not isinstance(model, EvaluationModel) else self.metric_name
+        self.columns = [f"metric.{self.metric_name}.{a}" for a in self.aspects]
+        self.mode = self.model.config.mode
+        self.needs_reference = self.mode in ("ref-based", "fluency-ref")
+        self.batch_size, self.precision = batch_size, precision
+        self._lock = threading.Lock()  # one model, several threads (the server): one call at a time
+
+    def score(self, records: Sequence[Mapping[str, Any]]) -> Scores:
+        if not records:
+            return {c: [] for c in self.columns}
+        recs = [dict(r, id=str(r.get("id", i))) for i, r in enumerate(records)]
+        if len({r["id"] for r in recs}) != len(recs):  # keyed results need unique ids
+            recs = [dict(r, id=str(i)) for i, r in enumerate(recs)]
+        with self._lock:
+            results = self.model.score(recs, batch_size=self.batch_size, precision=self.precision)
+        by_id = {res.id: res for res in results}
+        return {col: [by_id[r["id"]].scores[a] for r in recs] for col, a in zip(self.columns, self.aspects)}
+
+
+class JudgeMetric:
+    """The G-Eval judge (:func:`csem.judge.judge_records`) as a metric: one column per aspect.
+
+    Args:
+        judge: backend URI (``local``, ``llama-cpp:PATH``, ``openai:MODEL``).
+        rubrics: rubric ids or paths.
+        cache: SQLite cache file (recommended: reranking and MERT re-score the same candidates).
+        options: further keyword arguments of :func:`judge_records` (``mode``, ``n`` ...).
+    """
+
+    def __init__(self, judge: str, rubrics: Sequence[str], *, cache: str | Path | None = None, **options: Any):
+        from csem.judge.runner import score_columns
+        from csem.rubrics import load_rubrics
+
+        self.judge, self.rubric_ids = judge, list(rubrics)
+        self.rubrics = load_rubrics(",".join(self.rubric_ids))
+        self.columns = [f"judge.{c}" for c in score_columns(self.rubrics).values()]
+        self.name = f"judge:{'+'.join(self.rubric_ids)}@{judge}"
+        self.needs_reference = any(getattr(r, "uses_reference", False) for r in self.rubrics)
+        self.cache, self.options = cache, {"progress": False, **options}
+        self.last_summary = None
+
+    def score(self, records: Sequence[Mapping[str, Any]]) -> Scores:
+        from csem.judge import judge_records
+
+        if not records:
+            return {c: [] for c in self.columns}
+        recs = [dict(r, id=str(r.get("id", i))) for i, r in enumerate(records)]
+        rows, self.last_summary = judge_records(recs, self.rubrics, self.judge, cache=self.cache, **self.options)
+        return {c: [row.get(c) for row in rows] for c in self.columns}
+
+
+class BaselineMetric:
+    """A reference-based baseline of :mod:`csem.baselines` (ROUGE, BLEU, chrF, BERTScore).
+
+    Raises:
+        ValueError: unknown baseline name.
+    """
+
+    def __init__(self, name: str, *, multi_ref: str = "max"):
+        from csem.baselines import BASELINES
+
+        if name not in BASELINES:
+            raise ValueError(f"unknown metric '{name}': not a baseline ({', '.join(BASELINES)}), "
+                             "a judge ('judge:RUBRIC@URI') or an existing student folder")
+        self.name, self.multi_ref = name, multi_ref
+        self.columns = [f"metric.{name}"]
+        self.needs_reference = True
+
+    def score(self, records: Sequence[Mapping[str, Any]]) -> Scores:
+        from csem.baselines import BASELINES, rouge_scores
+
+        if not records:
+            return {self.columns[0]: []}
+        if self.name.startswith("rouge"):
+            values = rouge_scores(records, (self.name,), reduce=self.multi_ref)[self.name]
+        else:
+            values = BASELINES[self.name](records)
+        return {self.columns[0]: [float(v) for v in values]}
+
+
+def load_metric(spec: str | Metric, *, judge_cache: str | Path | None = None, **options: Any) -> Metric:
+    """Load a metric from its specification (see the module docstring); a :class:`Metric` passes through.
+
+    Args:
+        spec: ``DIR[#aspect+aspect]`` | ``judge:RUBRIC[+RUBRIC]@URI`` | a baseline name.
+        judge_cache: SQLite cache for a judge metric.
+        options: for a student, :class:`StudentMetric` keyword arguments; for a judge,
+            :func:`csem.judge.judge_records` options.
+
+    Raises:
+        ValueError: an unknown name, a malformed judge spec, or a folder that is not a model.
+    """
+    if not isinstance(spec, str):
+        return spec
+    spec = spec.strip()
+    if spec.startswith("judge:"):
+        body = spec[len("judge:"):]
+        if "@" not in body:
+            raise ValueError(f"judge metric '{spec}': write judge:RUBRIC[+RUBRIC]@URI, "
+                             "e.g. judge:geval/summeval-coherence@local")
+        rubrics, uri = body.rsplit("@", 1)
+        return JudgeMetric(uri, [r for r in rubrics.split("+") if r], cache=judge_cache, **options)
+    path, _, aspects = spec.partition("#")
+    if Path(path).expanduser().is_dir():
+        from csem.model import ModelFolderError
+
+        try:
+            return StudentMetric(Path(path).expanduser(), [a for a in aspects.split("+") if a] or None, **options)
+        except ModelFolderError as exc:
+            raise ValueError(str(exc)) from exc
+    return BaselineMetric(spec)
+
+
+def load_metrics(specs: str | Sequence[str | Metric], **options: Any) -> list[Metric]:
+    """Several metrics: a comma-separated string or a list of specifications (see :func:`load_metric`)."""
+    items = [s for s in specs.split(",")] if isinstance(specs, str) else list(specs)
+    return [load_metric(s, **options) for s in items if not (isinstance(s, str) and not s.strip())]
+
+
+def score_all(metrics: Sequence[Metric], records: Sequence[Mapping[str, Any]]) -> Scores:
+    """Every column of every metric over ``records``; raises ValueError when two metrics share a column
+    or a reference-based metric meets a record without a reference (naming the record)."""
+    from csem.data.records import references_of
+
+    out: Scores = {}
+    for m in metrics:
+        if m.needs_reference:
+            for i, r in enumerate(records):
+                if not references_of(r):
+                    raise ValueError(f"metric '{m.name}' is reference-based: record "
+                                     f"'{r.get('id', i)}' has no 'reference'")
+        for col, values in m.score(records).items():
+            if col in out:
+                raise ValueError(f"two metrics write the column '{col}'")
+            out[col] = values
+    return out

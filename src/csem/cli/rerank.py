@@ -1,0 +1,155 @@
+"""``csem rerank``, ``csem tune-weights`` and ``csem mbr``: choose one candidate per source from N-best lists."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from csem.cli import app, col_option, column_map, fail
+
+METRIC_HELP = ("metric(s), comma-separated: a student folder (DIR or DIR#aspect+aspect), "
+               "judge:RUBRIC@URI, a baseline (rouge1 rouge2 rougeL rougeLsum bleu chrf bertscore) "
+               "or a score column already in the file (judge.coherence)")
+
+
+def _read(path: Path, col: Optional[List[str]]) -> list[dict]:
+    from csem.data.records import read_records
+
+    records = read_records(path, columns=column_map(col), required=("candidate",))
+    if not records:
+        raise ValueError(f"{path}: no rows")
+    return records
+
+
+def _weights_arg(weights: Optional[str]):
+    """``--weights``: numbers, ``col=w`` pairs, or the JSON file written by ``csem tune-weights``."""
+    if weights and Path(weights).is_file():
+        try:
+            data = json.loads(Path(weights).read_text(encoding="utf-8"))
+            return dict(zip(data["columns"], data["weights"])), data.get("normalize")
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise ValueError(f"{weights}: not a weights file written by `csem tune-weights` ({exc})") from exc
+    return weights, None
+
+
+def _default_scores_path(out: Path) -> Path:
+    return out.with_name(out.stem + ".scores" + out.suffix)
+
+
+@app.command()
+def rerank(
+    data: Path = typer.Option(..., "--data", help="N-best lists: records grouped by doc_id (JSONL/CSV/Parquet)"),
+    metric: str = typer.Option(..., "--metric", help=METRIC_HELP),
+    out: Path = typer.Option(..., "--out", help="chosen candidate per source, with every score"),
+    weights: Optional[str] = typer.Option(None, "--weights", help="one weight per score column (w1,w2 or "
+                                          "column=w), or the JSON of `csem tune-weights`; default 1 each"),
+    normalize: Optional[str] = typer.Option(None, "--normalize", help="none | zscore (per source, per column, "
+                                            "before weighting); default: the weights file's, else none"),
+    scores: Optional[Path] = typer.Option(None, "--scores", help="every candidate with every score "
+                                          "(default: OUT with .scores before the suffix)"),
+    judge_cache: Optional[Path] = typer.Option(None, "--judge-cache", help="SQLite cache for judge metrics"),
+    threads: Optional[int] = typer.Option(None, help="torch CPU threads"),
+    col: Optional[List[str]] = col_option(),
+) -> None:
+    """Rerank N-best lists: argmax of one metric (CSEM Eq. 7) or of a weighted sum (Eq. 8)."""
+    import torch
+
+    from csem.apply.reranking import rerank_scored, score_specs
+    from csem.data.records import check_output_path, write_records
+
+    if threads:
+        torch.set_num_threads(threads)
+    scores_path = scores or _default_scores_path(out)
+    check_output_path(out)  # before any work
+    check_output_path(scores_path)
+    w, norm_file = _weights_arg(weights)
+    records = _read(data, col)
+    rows, columns = score_specs(records, metric, judge_cache=judge_cache)
+    res = rerank_scored(rows, columns, w, normalize or norm_file or "none")
+    write_records(res.chosen, out)
+    write_records(res.scored, scores_path)
+    wtxt = ", ".join(f"{c}={x:g}" for c, x in zip(res.columns, res.weights))
+    typer.echo(f"wrote {out}: {len(res.chosen)} sources, one candidate each ({wtxt}; normalize {res.normalize}); "
+               f"every score in {scores_path}")
+    if res.no_choice:
+        typer.echo(f"csem: error: {len(res.no_choice)} source(s) had no candidate with every score: "
+                   f"{', '.join(res.no_choice[:5])}", err=True)
+        raise typer.Exit(3 if res.chosen else 1)
+
+
+@app.command("tune-weights")
+def tune_weights(
+    dev: Path = typer.Option(..., "--dev", help="dev N-best lists (with references for the objective)"),
+    metric: str = typer.Option(..., "--metric", help=METRIC_HELP + "; each score column gets a weight"),
+    objective: str = typer.Option(..., "--objective", help="what to maximise: a reference-based metric "
+                                  "(bleu, chrf, rouge1 ..., a reference-based student, judge:RUBRIC@URI) or a "
+                                  "score column; several columns are averaged"),
+    out: Optional[Path] = typer.Option(None, "--out", help="weights JSON (for `csem rerank --weights`)"),
+    normalize: str = typer.Option("none", "--normalize", help="none | zscore (per source, per column)"),
+    restarts: int = typer.Option(5, help="MERT starting points (the first: all ones)"),
+    directions: int = typer.Option(2, help="random directions per MERT iteration besides the axes"),
+    seed: int = typer.Option(0, help="seed of the starts and directions"),
+    judge_cache: Optional[Path] = typer.Option(None, "--judge-cache", help="SQLite cache for judge metrics"),
+    threads: Optional[int] = typer.Option(None, help="torch CPU threads"),
+    col: Optional[List[str]] = col_option(),
+) -> None:
+    """Tune the Eq. 8 weights with Och's MERT on dev N-best lists; compared with random search."""
+    import torch
+    from rich.console import Console
+    from rich.table import Table
+
+    from csem.apply.tune import tune_weights_report
+
+    if threads:
+        torch.set_num_threads(threads)
+    if out is not None and (out.is_dir() or out.suffix.lower() != ".json"):
+        raise fail(f"{out}: the weights file must be a .json file path")
+    records = _read(dev, col)
+    report = tune_weights_report(records, metric, objective, normalize=normalize, restarts=restarts,
+                                 directions=directions, seed=seed, judge_cache=judge_cache)
+    console = Console()
+    t = Table(title=f"dev objective: mean {report['objective']} of the chosen candidate "
+                    f"({report['sources']} sources, {report['candidates']} candidates)")
+    for c in ("selection", "dev objective", "evaluations", "weights"):
+        t.add_column(c, justify="left" if c in ("selection", "weights") else "right")
+    for row in report["table"]:
+        t.add_row(row["selection"], f"{row['value']:.4f}", str(row.get("evaluations") or ""),
+                  ", ".join(f"{x:+.3f}" for x in row["weights"]) if row.get("weights") else "")
+    console.print(t)
+    console.print(f"columns: {', '.join(report['columns'])}")
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=2), encoding="utf-8")
+        typer.echo(f"wrote {out}")
+
+
+@app.command()
+def mbr(
+    data: Path = typer.Option(..., "--data", help="N-best lists: records grouped by doc_id"),
+    utility: str = typer.Option("chrf", "--utility", help="chrf, another reference-based baseline, or a "
+                                "reference-based student folder (heads averaged)"),
+    out: Path = typer.Option(..., "--out", help="chosen candidate per source"),
+    scores: Optional[Path] = typer.Option(None, "--scores", help="every candidate with mbr.score"),
+    threads: Optional[int] = typer.Option(None, help="torch CPU threads"),
+    col: Optional[List[str]] = col_option(),
+) -> None:
+    """Minimum Bayes risk selection: the candidate with the highest mean utility against the others."""
+    import torch
+
+    from csem.apply.mbr import mbr_select
+    from csem.apply.metrics import load_metric
+    from csem.data.records import check_output_path, write_records
+
+    if threads:
+        torch.set_num_threads(threads)
+    scores_path = scores or _default_scores_path(out)
+    check_output_path(out)
+    check_output_path(scores_path)
+    records = _read(data, col)
+    res = mbr_select(records, load_metric(utility))
+    write_records(res.chosen, out)
+    write_records(res.scored, scores_path)
+    typer.echo(f"wrote {out}: {len(res.chosen)} sources (MBR, utility {res.utility}); every score in {scores_path}")
