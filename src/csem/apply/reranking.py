@@ -24,6 +24,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from csem.apply.metrics import Metric, Scores, score_all
+from csem.data.columns import is_score_column
 
 NORMALIZATIONS = ("none", "zscore")
 
@@ -222,9 +223,6 @@ def add_scores(records: Sequence[Mapping[str, Any]], scores: Scores) -> list[dic
     return rows
 
 
-SCORE_PREFIXES = ("human.", "judge.", "metric.")
-
-
 def score_specs(records: Sequence[Mapping[str, Any]], specs: str | Sequence[Any], *,
                 judge_cache: Any = None, **options: Any) -> tuple[list[dict], list[str]]:
     """Score ``records`` with metric specifications (:func:`csem.apply.metrics.load_metric`); a
@@ -240,7 +238,7 @@ def score_specs(records: Sequence[Mapping[str, Any]], specs: str | Sequence[Any]
     rows = [dict(r) for r in records]
     columns: list[str] = []
     for spec in items:
-        if isinstance(spec, str) and spec.startswith(SCORE_PREFIXES) and any(spec in r for r in records):
+        if isinstance(spec, str) and is_score_column(spec) and any(spec in r for r in records):
             cols = [spec]
         else:
             metric = load_metric(spec, judge_cache=judge_cache, **options)
