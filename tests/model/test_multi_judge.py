@@ -106,6 +106,7 @@ def _two_judges(records):
     return out
 
 
+@pytest.mark.slow  # MiniLM: checks that the combined labels are learnt
 def test_cli_train_with_two_judges_zscore_mean(cli, tmp_path, train_records, test_records):
     data, out, test, scored = tmp_path / "t.jsonl", tmp_path / "m", tmp_path / "x.jsonl", tmp_path / "s.jsonl"
     write_records(_two_judges(train_records), data)
@@ -126,7 +127,7 @@ def test_cli_train_with_two_judges_zscore_mean(cli, tmp_path, train_records, tes
     assert sum(own) / len(own) > sum(other) / len(other)
 
 
-def test_cli_train_long_file_separate_heads(cli, tmp_path, train_records, test_records):
+def test_cli_train_long_file_separate_heads(cli, tmp_path, train_records, test_records, tiny_encoder):
     data, out, test, scored = tmp_path / "long.jsonl", tmp_path / "m", tmp_path / "x.jsonl", tmp_path / "s.jsonl"
     long = []
     for r in _two_judges(train_records):
@@ -140,7 +141,7 @@ def test_cli_train_long_file_separate_heads(cli, tmp_path, train_records, test_r
     res = runner.invoke(cli, ["train", "--data", str(data), "--label-col", "judge.quality", "--judge-col", "judge_name",
                               "--normalise", "rank", "--combine", "heads", "--out", str(out), "--epochs", "8",
                               "--frozen-epochs", "8", "--head-lr", "3e-3", "--hidden-sizes", "64", "--max-length", "40",
-                              "--threads", "1"])
+                              "--threads", "1", "--encoder", str(tiny_encoder)])
     assert res.exit_code == 0, res.output
     assert "2 judges in 'judge_name': fine, coarse" in res.output
     card = json.loads((out / "metric_card.json").read_text())

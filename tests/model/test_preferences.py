@@ -64,6 +64,7 @@ def test_pairs_to_training_and_its_errors(train_records):
         pairs_to_training(train_records, "judge.quality")
 
 
+@pytest.mark.slow  # MiniLM: checks that the order is learnt
 def test_train_on_pairs_learns_the_order(train_records, test_records):
     from csem.model import ModelConfig, TrainConfig, train
 
@@ -77,7 +78,7 @@ def test_train_on_pairs_learns_the_order(train_records, test_records):
     assert mean("own") > mean("other")
 
 
-def test_cli_train_pairs(tmp_path, train_records):
+def test_cli_train_pairs(tmp_path, train_records, tiny_encoder):
     import csem.cli.score  # noqa: F401  (registers the commands)
     import csem.cli.train  # noqa: F401
     from csem.cli import app
@@ -86,7 +87,7 @@ def test_cli_train_pairs(tmp_path, train_records):
     write_records(_pairs(train_records), data)
     res = CliRunner().invoke(app, ["train", "--data", str(data), "--pairs", "--label-col", "judge.quality", "--out",
                                    str(out), "--epochs", "2", "--frozen-epochs", "2", "--hidden-sizes", "32",
-                                   "--max-length", "32", "--threads", "1"])
+                                   "--max-length", "32", "--threads", "1", "--encoder", str(tiny_encoder)])
     assert res.exit_code == 0, res.output
     assert f"{len(_pairs(train_records))} judged pairs of {len(train_records)} candidates" in res.output
     card = json.loads((out / "metric_card.json").read_text())

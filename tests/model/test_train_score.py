@@ -1,4 +1,5 @@
-"""Training that learns, the saved folder, and scoring (real MiniLM, real files)."""
+"""Training that learns (real MiniLM, slow), and the saved folder, scoring and training options on the
+tiny random encoder (fast tier; real files either way)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ def _kendall(results, records):
                      method="kendall", groups=[r["doc_id"] for r in records]).value
 
 
+@pytest.mark.slow  # MiniLM: a random encoder cannot learn the order
 def test_training_learns_the_quality_order(trained, test_records, train_records):
     model, _ = trained
     learned = _kendall(model.score(test_records), test_records)
@@ -36,8 +38,8 @@ def test_training_learns_the_quality_order(trained, test_records, train_records)
     assert 1.0 <= scores[len(scores) // 2] <= 5.0 and scores[-1] - scores[0] > 1.5
 
 
-def test_saved_folder_has_no_pickle_and_round_trips(trained, test_records):
-    model, folder = trained
+def test_saved_folder_has_no_pickle_and_round_trips(tiny_trained, test_records):
+    model, folder = tiny_trained
     names = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
     assert {"model.safetensors", "config.json", "metric_card.json", "metric_card.md", "encoder/config.json"} <= names
     assert any(n.startswith("encoder/tokenizer") for n in names)
@@ -54,8 +56,8 @@ def test_saved_folder_has_no_pickle_and_round_trips(trained, test_records):
     assert [r.scores for r in score(test_records, folder, precision="fp32")] == [r.scores for r in a]
 
 
-def test_order_and_batch_size_do_not_change_scores(trained, test_records):
-    model, _ = trained
+def test_order_and_batch_size_do_not_change_scores(tiny_trained, test_records):
+    model, _ = tiny_trained
     base = {r.id: r.scores["quality"] for r in model.score(test_records, batch_size=64, precision="fp32")}
     rev = model.score(list(reversed(test_records)), batch_size=64, precision="fp32")
     assert [r.id for r in rev] == [r["id"] for r in reversed(test_records)]  # results follow the input order
@@ -66,9 +68,9 @@ def test_order_and_batch_size_do_not_change_scores(trained, test_records):
     assert max(abs(small[k] - base[k]) for k in base) < 1e-4
 
 
-def test_each_source_is_embedded_once(trained, test_records):
+def test_each_source_is_embedded_once(tiny_trained, test_records):
     """Count the rows the encoder actually embeds: shared scoring vs the naive scorer."""
-    model, _ = trained
+    model, _ = tiny_trained
     seen: list[int] = []
     enc = model.module.encoder
     hook = enc.register_forward_hook(lambda mod, args, out: seen.append(out.shape[0]))
@@ -86,8 +88,8 @@ def test_each_source_is_embedded_once(trained, test_records):
     assert naive == 2 * len(test_records)  # a source per candidate
 
 
-def test_score_records_adds_columns_and_keeps_the_rest(trained, test_records):
-    model, _ = trained
+def test_score_records_adds_columns_and_keeps_the_rest(tiny_trained, test_records):
+    model, _ = tiny_trained
     rows = model.score_records(test_records[:4], mc_dropout=8)
     for src, row in zip(test_records[:4], rows):
         assert row["metric.tiny.quality"] == pytest.approx(row["metric.tiny.quality"])
@@ -96,8 +98,8 @@ def test_score_records_adds_columns_and_keeps_the_rest(trained, test_records):
     assert "metric.tiny.quality" not in test_records[0]  # inputs are not modified
 
 
-def test_metric_card(trained, train_records):
-    model, folder = trained
+def test_metric_card(tiny_trained, train_records):
+    model, folder = tiny_trained
     card = json.loads((folder / "metric_card.json").read_text())
     assert card["distilled_from"] == {"judge": "synthetic order", "rubric": "quality", "label_columns": ["judge.quality"]}
     assert card["training"]["data_sha256"] == data_hash(train_records, ["judge.quality"])
@@ -115,31 +117,32 @@ def test_metric_card(trained, train_records):
         assert text in md
     cfg = json.loads((folder / "config.json").read_text())
     assert cfg["labels"] == [{"aspect": "quality", "column": "judge.quality", "min": 1.0, "max": 5.0}]
-    assert cfg["mode"] == "ref-free" and cfg["encoder"] == "minilm"
+    assert cfg["mode"] == "ref-free" and cfg["encoder"] == model.config.encoder
 
 
-def _tiny_finetune(records, seed, **kw):
-    return train(records, "judge.quality", kw.pop("mode", "ref-free"), config=ModelConfig(**{**SMALL, "max_length": 24, **kw}),
+def _tiny_finetune(records, seed, encoder, **kw):
+    return train(records, "judge.quality", kw.pop("mode", "ref-free"),
+                 config=ModelConfig(**{**SMALL, "max_length": 24, "encoder": str(encoder), **kw}),
                  train_config=TrainConfig(max_epochs=1, frozen_epochs=0, batch_size=8, seed=seed, num_threads=1),
                  label_range=(1, 5))
 
 
-def test_same_seed_same_weights_on_cpu(train_records):
+def test_same_seed_same_weights_on_cpu(train_records, tiny_encoder):
     recs = train_records[:16]
-    a = _tiny_finetune(recs, seed=5).module.state_dict()
-    b = _tiny_finetune(recs, seed=5).module.state_dict()
+    a = _tiny_finetune(recs, 5, tiny_encoder).module.state_dict()
+    b = _tiny_finetune(recs, 5, tiny_encoder).module.state_dict()
     assert a.keys() == b.keys()
     assert all(torch.equal(a[k], b[k]) for k in a)
     # and the encoder was really fine-tuned (frozen_epochs=0)
     from csem.model.encoder import build_encoder
 
-    fresh = build_encoder("hf", "minilm", "mean").state_dict()
+    fresh = build_encoder("hf", str(tiny_encoder), "mean").state_dict()
     assert any(not torch.equal(fresh[k], a["encoder." + k]) for k in fresh)
 
 
-def test_several_references_max_aggregation(train_records):
+def test_several_references_max_aggregation(train_records, tiny_encoder):
     """ref-based with two references scores as the max over the two single-reference scores."""
-    m = _tiny_finetune(train_records[:16], seed=1, mode="ref-based", ref_aggregation="max")
+    m = _tiny_finetune(train_records[:16], 1, tiny_encoder, mode="ref-based", ref_aggregation="max")
     recs = train_records[:4]
     both = m.score(recs, precision="fp32")
     first = m.score([dict(r, reference=r["reference"][0]) for r in recs], precision="fp32")
@@ -149,8 +152,8 @@ def test_several_references_max_aggregation(train_records):
 
 
 @pytest.mark.parametrize("loss,pooling", [("ce", "cls"), ("pairwise", "layerwise-mix")])
-def test_other_losses_and_poolings_train_and_score(train_records, loss, pooling):
-    m = _tiny_finetune(train_records[:16], seed=2, loss=loss, pooling=pooling)
+def test_other_losses_and_poolings_train_and_score(train_records, tiny_encoder, loss, pooling):
+    m = _tiny_finetune(train_records[:16], 2, tiny_encoder, loss=loss, pooling=pooling)
     scores = [r.scores["quality"] for r in m.score(train_records[:8])]
     assert len(scores) == 8 and all(s == s for s in scores)  # no NaN
     if loss == "ce":  # expected value over the 5 star classes stays inside the scale
@@ -158,29 +161,28 @@ def test_other_losses_and_poolings_train_and_score(train_records, loss, pooling)
         assert m.config.n_classes == 5
 
 
-def test_mse_plus_pairwise_is_mse_plus_the_weighted_ranking_term(train_records):
+def test_mse_plus_pairwise_is_mse_plus_the_weighted_ranking_term(train_records, tiny_encoder):
     """``mse+pairwise`` with weight 0 trains exactly the ``mse`` model (deterministic CPU training);
     with weight 1 the ranking term changes the weights."""
     recs = train_records[:16]
-    mse = _tiny_finetune(recs, seed=4, loss="mse").module.state_dict()
-    zero = _tiny_finetune(recs, seed=4, loss="mse+pairwise", pairwise_weight=0.0).module.state_dict()
-    one = _tiny_finetune(recs, seed=4, loss="mse+pairwise", pairwise_weight=1.0).module.state_dict()
+    mse = _tiny_finetune(recs, 4, tiny_encoder, loss="mse").module.state_dict()
+    zero = _tiny_finetune(recs, 4, tiny_encoder, loss="mse+pairwise", pairwise_weight=0.0).module.state_dict()
+    one = _tiny_finetune(recs, 4, tiny_encoder, loss="mse+pairwise", pairwise_weight=1.0).module.state_dict()
     assert all(torch.equal(mse[k], zero[k]) for k in mse)
     assert any(not torch.equal(mse[k], one[k]) for k in mse)
 
 
-def test_half_precision_checkpoint_trains_in_fp32(tmp_path, train_records):
+def test_half_precision_checkpoint_trains_in_fp32(tmp_path, train_records, tiny_encoder):
     """A checkpoint saved in fp16 (common on model hubs) is loaded with fp32 weights, so fine-tuning
     does not turn the encoder into NaN (it did under transformers 5, which keeps the saved dtype)."""
     import shutil
 
     from safetensors.torch import load_file, save_file
 
-    from csem.assets import minilm_dir
-
-    src = minilm_dir()
-    for f in ("config.json", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt"):
-        shutil.copy(src / f, tmp_path / f)
+    src = tiny_encoder  # same code path as an fp16 MiniLM, a fraction of the size
+    for f in src.iterdir():
+        if f.name != "model.safetensors":
+            shutil.copy(f, tmp_path / f.name)
     save_file({k: v.half().contiguous() for k, v in load_file(str(src / "model.safetensors")).items()},
               str(tmp_path / "model.safetensors"))
     m = train(train_records[:16], "judge.quality", "ref-free",

@@ -5,9 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from csem.data.records import read_records, write_records
 
 
+@pytest.mark.slow  # SmolLM2 in a subprocess
 def test_annotate_writes_labels_and_reuses_cache(tmp_path):
     cands = [
         {"id": f"c{i}", "doc_id": "d1", "source": "The council voted to close the bridge for 18 months.",

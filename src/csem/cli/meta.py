@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 from typing import Optional
 
@@ -11,18 +9,11 @@ import typer
 
 from csem.cli import app, fail, parse_pairs
 
-ALL_LEVELS = ("summary", "system", "dataset")
-
-
 def _split(values: Optional[list[str]]) -> list[str]:
     out: list[str] = []
     for v in values or []:
         out.extend(x.strip() for x in v.split(",") if x.strip())
     return out
-
-
-def _clean(v):
-    return None if isinstance(v, float) and math.isnan(v) else v
 
 
 def _print_pivot(console, pivot, title: str, to_rich) -> None:
@@ -88,84 +79,127 @@ def meta_eval(
     """
     from rich.console import Console
 
-    from csem.baselines import compute_baselines
     from csem.data.records import check_output_path
-    from csem.meta import correlation_table, evaluate
-    from csem.data.columns import aspect_of, format_column, score_columns
-    from csem.meta.inputs import PREDICTION_KINDS, join_predictions, load_data
-    from csem.report import plot_correlations, plot_scatter, to_rich
+    from csem.meta import evaluate
+    from csem.meta.correlation import LEVELS, level_name
 
     console = Console()
-    levels = list(ALL_LEVELS) if level == "all" else _split([level])
-    bad = [lv for lv in levels if lv not in ALL_LEVELS]
-    if bad:
-        raise typer.BadParameter(f"unknown level(s) {bad}; use summary, system, dataset or all", param_hint="--level")
+    try:
+        levels = list(LEVELS) if level == "all" else list(dict.fromkeys(level_name(lv) for lv in _split([level])))
+    except ValueError:
+        raise typer.BadParameter(f"unknown level(s) in {level!r}; use summary, system, dataset or all",
+                                 param_hint="--level") from None
     methods = _split([method])
     if out is not None:  # the output paths are checked before any work
         check_output_path(out.with_name(out.name + ".csv"))
     if plot is not None:
         check_output_path(plot, kind="folder")
+    records = _load_records(console, data, data_path, data_option, _split(pred), _split(baseline), multi_ref)
+    humans, metrics = _columns(records, _split(aspect), _split(metric))
+    with console.status(f"correlating {len(metrics)} score column(s) with {len(humans)} aspect(s)"):
+        df = evaluate(records, metrics, humans, levels=levels, methods=methods, bootstrap=bootstrap, seed=seed)
+    tables = _print_tables(console, df, levels, len(records))
+    comparison = _compare(console, records, df, compare, levels, methods[0], bootstrap, seed) if compare else None
+    if out is not None:
+        _write_outputs(console, out, df, tables, comparison,
+                       {"data": str(data), "pred": _split(pred), "baselines": _split(baseline), "levels": levels,
+                        "methods": methods, "bootstrap": bootstrap, "seed": seed, "n_records": len(records),
+                        "kendall": "tau-b"})
+    if plot is not None:
+        _write_plots(console, plot, records, df, levels, methods[0], humans, metrics, plot_aspect, plot_metric)
+
+
+# ---------------------------------------------------------------------------------------------- its steps
+
+def _load_records(console, data: str, data_path: Optional[Path], data_option: Optional[list[str]],
+                  pred: list[str], baseline: list[str], multi_ref: str) -> list[dict]:
+    """The human-judgment records with the prediction files joined on and the baselines computed."""
+    from csem.baselines import compute_baselines
+    from csem.meta.inputs import join_predictions, load_data
+
     options = {k.replace("-", "_"): int(v) if v.isdigit() else v
                for k, v in parse_pairs(data_option, "--data-option", "judge=gpt-3.5-turbo-0301").items()}
     records = load_data(data, path=data_path, **options)
-    join_predictions(records, _split(pred))
-    names = _split(baseline)
-    if names:
-        with console.status(f"computing baselines {names} on {len(records)} records"):
-            compute_baselines(records, names, multi_ref=multi_ref)
+    join_predictions(records, pred)
+    if baseline:
+        with console.status(f"computing baselines {baseline} on {len(records)} records"):
+            compute_baselines(records, baseline, multi_ref=multi_ref)
+    return records
+
+
+def _columns(records: list[dict], aspects: list[str], metrics: list[str]) -> tuple[list[str], list[str]]:
+    """(human columns, score columns) to correlate; ``fail`` when an aspect is unknown or nothing is scored."""
+    from csem.data.columns import aspect_of, format_column, score_columns
+    from csem.meta.inputs import PREDICTION_KINDS
+
     humans = score_columns(records, ("human",))
-    wanted = _split(aspect)
-    if wanted:
-        missing = [a for a in wanted if f"human.{a}" not in humans]
+    if aspects:
+        missing = [a for a in aspects if f"human.{a}" not in humans]
         if missing:
             raise fail(f"aspect(s) {missing} not in the data; aspects: {[aspect_of(h) for h in humans]}")
-        humans = [format_column("human", a) for a in wanted]
-    metrics = _split(metric) or score_columns(records, PREDICTION_KINDS)
+        humans = [format_column("human", a) for a in aspects]
+    metrics = metrics or score_columns(records, PREDICTION_KINDS)
     if not metrics:
         raise fail("nothing to evaluate: give --pred files, --baseline names or a data file "
                    "with metric.*/judge.* columns")
-    with console.status(f"correlating {len(metrics)} score column(s) with {len(humans)} aspect(s)"):
-        df = evaluate(records, metrics, humans, levels=levels, methods=methods, bootstrap=bootstrap, seed=seed)
-    pivots = {}
+    return humans, metrics
+
+
+def _print_tables(console, df, levels: list[str], n_records: int) -> dict:
+    """Print the papers' table of every level; return them by level."""
+    from csem.meta import correlation_table
+    from csem.report import to_rich
+
+    tables = {}
     for lv in levels:
-        pivots[lv] = correlation_table(df, lv)
+        tables[lv] = correlation_table(df, lv)
         sub = df[df["level"] == lv]
-        note = (f"{lv}-level, {len(records)} records, "
+        note = (f"{lv}-level, {n_records} records, "
                 f"groups used {int(sub['n_groups'].min())}-{int(sub['n_groups'].max())}, "
                 f"skipped {int(sub['n_skipped'].min())}-{int(sub['n_skipped'].max())}, "
                 f"missing pairs {int(sub['n_missing'].max())}; Kendall = tau-b")
-        _print_pivot(console, pivots[lv], note, to_rich)
-    comparison = None
-    if compare:
-        from csem.meta import compare as compare_metrics
+        _print_pivot(console, tables[lv], note, to_rich)
+    return tables
 
-        pair = _split([compare])
-        if len(pair) != 2:
-            raise fail(f"--compare needs two row names A,B, got {compare!r}")
-        comparison = compare_metrics(records, df, pair[0], pair[1], levels=levels, method=methods[0],
-                                     n=bootstrap or 1000, seed=seed)
-        _print_comparison(console, comparison, pair[0], pair[1], bootstrap or 1000)
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        df.to_csv(out.with_name(out.name + ".csv"), index=False)
-        payload = {
-            "data": str(data), "pred": _split(pred), "baselines": _split(baseline), "levels": levels,
-            "methods": methods, "bootstrap": bootstrap, "seed": seed, "n_records": len(records),
-            "kendall": "tau-b",
-            "rows": [{k: _clean(v) for k, v in row.items()} for row in df.to_dict(orient="records")],
-            "tables": {lv: {str(m): {f"{a}/{meth}": _clean(float(v)) for (a, meth), v in row.items()}
-                            for m, row in p.iterrows()} for lv, p in pivots.items()},
-            "comparison": None if comparison is None else
-            [{k: _clean(v) for k, v in row.items()} for row in comparison.to_dict(orient="records")],
-        }
-        out.with_name(out.name + ".json").write_text(json.dumps(payload, indent=1), encoding="utf-8")
-        console.print(f"wrote {out}.csv and {out}.json")
-    if plot is not None:
-        written = []
-        meth0 = methods[0]
-        for lv in levels:
-            written.append(plot_correlations(df, plot / f"correlations_{lv}_{meth0}.png", level=lv, method=meth0))
-        h = format_column("human", plot_aspect) if plot_aspect else humans[0]
-        m = plot_metric or next((c for c in metrics if aspect_of(c) == aspect_of(h)), metrics[0])
-        written.append(plot_scatter(records, m, h, plot / f"scatter_{m.replace('/', '_')}_{h}.png"))
-        console.print("wrote " + ", ".join(str(p) for p in written))
+
+def _compare(console, records, df, compare: str, levels: list[str], method: str, bootstrap: int, seed: int):
+    """Paired tests of ``--compare A,B``; printed and returned (DataFrame)."""
+    from csem.meta import compare as compare_metrics
+
+    pair = _split([compare])
+    if len(pair) != 2:
+        raise fail(f"--compare needs two row names A,B, got {compare!r}")
+    comparison = compare_metrics(records, df, pair[0], pair[1], levels=levels, method=method,
+                                 n=bootstrap or 1000, seed=seed)
+    _print_comparison(console, comparison, pair[0], pair[1], bootstrap or 1000)
+    return comparison
+
+
+def _write_outputs(console, out: Path, df, tables: dict, comparison, settings: dict) -> None:
+    """``OUT.csv`` (the long table) and ``OUT.json`` (settings, rows, tables, comparison; NaN -> null)."""
+    from csem.data.jsonio import write_json
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out.with_name(out.name + ".csv"), index=False)
+    write_json(out.with_name(out.name + ".json"), {
+        **settings,
+        "rows": df.to_dict(orient="records"),
+        "tables": {lv: {str(m): {f"{a}/{meth}": float(v) for (a, meth), v in row.items()} for m, row in p.iterrows()}
+                   for lv, p in tables.items()},
+        "comparison": None if comparison is None else comparison.to_dict(orient="records"),
+    }, indent=1)
+    console.print(f"wrote {out}.csv and {out}.json")
+
+
+def _write_plots(console, plot: Path, records, df, levels, method: str, humans, metrics,
+                 plot_aspect: Optional[str], plot_metric: Optional[str]) -> None:
+    """Bar charts per level and one scatter plot (metric vs human) into the ``--plot`` folder."""
+    from csem.data.columns import aspect_of, format_column
+    from csem.report import plot_correlations, plot_scatter
+
+    written = [plot_correlations(df, plot / f"correlations_{lv}_{method}.png", level=lv, method=method)
+               for lv in levels]
+    h = format_column("human", plot_aspect) if plot_aspect else humans[0]
+    m = plot_metric or next((c for c in metrics if aspect_of(c) == aspect_of(h)), metrics[0])
+    written.append(plot_scatter(records, m, h, plot / f"scatter_{m.replace('/', '_')}_{h}.png"))
+    console.print("wrote " + ", ".join(str(p) for p in written))

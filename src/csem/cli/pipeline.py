@@ -10,7 +10,6 @@ from rich.console import Console
 from rich.table import Table
 
 from csem.cli import app
-from csem.pipeline.config import EXAMPLES_DIR
 from csem.pipeline.runner import Pipeline
 
 
@@ -37,7 +36,3 @@ def run(
     console = Console(width=None if sys.stdout.isatty() else 110)  # a log file gets the whole table
     console.print(t)
     console.print(f"report: {p.run_dir / 'report.md'} and {p.run_dir / 'report.html'}")
-
-
-def example_pipelines() -> list[str]:
-    return sorted(p.name for p in EXAMPLES_DIR.glob("*.yaml") if not p.name.endswith(".rubric.yaml"))

@@ -110,6 +110,17 @@ def _iter_raw(path: Path, fmt: str) -> Iterator[tuple[int, dict]]:
         yield reader.line_num, {k: _csv_value(v, k) for k, v in row.items()}
 
 
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
+    """csem's one JSONL reader: ``(1-based line, object)`` for every non-empty line (a file holding
+    one JSON array of objects is accepted too; a UTF-8 BOM is skipped).
+
+    Raises:
+        RecordError: bytes that are not UTF-8, malformed JSON, or a line that is not an object
+            (file and line named).
+    """
+    return _iter_raw(Path(path), "jsonl")
+
+
 def _csv_value(v: Any, key: str | None = None) -> Any:
     if v is None or v == "":
         return None

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from csem.data.jsonio import write_json
 from csem.data.records import read_records, write_records
 
 
@@ -74,8 +75,7 @@ def annotate_file(candidates: str | Path, out: str | Path, *, rubrics: Sequence[
     by_id = {r.id: r for r in loaded}
     cols = {f"judge.{c}": {"rubric": rid, "aspect": a, "scale": [by_id[rid].scale.min, by_id[rid].scale.max]}
             for (rid, a), c in score_columns(loaded).items()}
-    provenance_path(out).write_text(json.dumps({"judge": judge, "mode": mode, "rubrics": list(rubrics),
-                                                "columns": cols}, indent=2), encoding="utf-8")
+    write_json(provenance_path(out), {"judge": judge, "mode": mode, "rubrics": list(rubrics), "columns": cols})
     return summary.as_dict()
 
 
@@ -132,9 +132,8 @@ def compare_file(candidates: str | Path, out: str | Path, *, rubrics: Sequence[s
                 row.update({k: v for k, v in new.items() if k not in row})
     write_records(rows or [], out)
     cols = {f"judge.{r.aspect}": {"rubric": r.id, "aspect": r.aspect, "scale": [0, 1]} for r in loaded}
-    provenance_path(out).write_text(json.dumps({"judge": judge, "mode": mode, "comparison": True,
-                                                "pairs": {"strategy": strategy, "per_source": per_source,
-                                                          "rating_col": rating_col, "seed": seed},
-                                                "rubrics": [r.id for r in loaded], "columns": cols}, indent=2),
-                                    encoding="utf-8")
+    write_json(provenance_path(out), {"judge": judge, "mode": mode, "comparison": True,
+                                      "pairs": {"strategy": strategy, "per_source": per_source,
+                                                "rating_col": rating_col, "seed": seed},
+                                      "rubrics": [r.id for r in loaded], "columns": cols})
     return total

@@ -13,15 +13,11 @@ from pathlib import Path
 
 from csem.data.records import read_records
 from csem.pipeline.agreement import aspect_of, student_col
-from csem.report.plots import plot_scatter, save_figure
+from csem.report.plots import plot_scatter, plot_training_curve
+from csem.report.tables import markdown_table
 
 
 def _figures(run_dir: Path, state: dict) -> list[tuple[str, Path]]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     figs: list[tuple[str, Path]] = []
     fig_dir = run_dir / "figures"
     fig_dir.mkdir(exist_ok=True)
@@ -34,24 +30,9 @@ def _figures(run_dir: Path, state: dict) -> list[tuple[str, Path]]:
         figs.append((f"Student vs judge ({aspect}) on held-out sources", p))
     history = state.get("train", {}).get("summary", {}).get("history") or []
     if history:
-        fig, ax = plt.subplots(figsize=(5.5, 3.5))
-        epochs = [h.get("epoch") for h in history]
-        for method in ("kendall", "spearman", "pearson"):  # dev correlation with the labels, mean over aspects
-            ax.plot(epochs, [(h.get("mean") or {}).get(method) for h in history], marker="o", label=f"dev {method}")
-        ax.set_xlabel("epoch")
-        ax.set_title("training: dev agreement with the judge")
-        ax.legend(fontsize=7)
-        ax.grid(alpha=0.3)
-        figs.append(("Training curves", save_figure(fig, fig_dir / "training.png")))
+        figs.append(("Training curves", plot_training_curve(history, fig_dir / "training.png",
+                                                            title="training: dev agreement with the judge")))
     return figs
-
-
-def _md_table(rows: list[dict], cols: list[str]) -> str:
-    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in rows:
-        out.append("| " + " | ".join("" if r.get(c) is None else f"{r[c]:.3f}" if isinstance(r.get(c), float)
-                                     else str(r.get(c)) for c in cols) + " |")
-    return "\n".join(out)
 
 
 def write_report(run_dir: Path, cfg, state: dict) -> list[Path]:
@@ -86,7 +67,8 @@ def write_report(run_dir: Path, cfg, state: dict) -> list[Path]:
            if judged and judge_seconds else ""),
         "",
         "## Agreement on held-out sources",
-        _md_table(meta, ["aspect", "scorer", "target", "level", "spearman", "kendall", "pearson", "n_groups", "n_skipped", "n_pairs"]),
+        markdown_table(meta, ["aspect", "scorer", "target", "level", "spearman", "kendall", "pearson", "n_groups",
+                              "n_skipped", "n_pairs"], missing=""),
         "",
         "Summary level: correlation within each source's candidates, averaged over sources (sources where a side "
         "is constant are skipped and counted in n_skipped). Dataset level: all held-out pairs pooled. Kendall is tau-b.",

@@ -29,6 +29,7 @@ from typing import Callable
 from rich.console import Console
 
 from csem.data.columns import score_columns
+from csem.data.jsonio import write_json
 from csem.data.records import read_records, write_records
 from csem.pipeline.config import STAGES, PipelineConfig, load_pipeline, resolve_path
 from csem.pipeline.state import RunState, fingerprint
@@ -187,7 +188,7 @@ class Pipeline:
 
         recs = [r for r in read_records(self.run_dir / "scored.jsonl") if r.get("split") == "test"]
         table = agreement_table(recs, self.label_cols(), human_cols=self.cfg.human_cols)
-        (self.run_dir / "meta.json").write_text(json.dumps(table, indent=2))
+        write_json(self.run_dir / "meta.json", table)
         return {"test_rows": len(recs), "rows": len(table)}
 
     def report(self) -> dict:

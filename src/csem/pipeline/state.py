@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import csem
+from csem.data.jsonio import write_json
 
 
 def file_hash(path: Path) -> str:
@@ -55,10 +56,4 @@ class RunState:
     def record(self, stage: str, fp: str, outputs: list[str], summary: dict, seconds: float) -> None:
         self.data[stage] = {"fingerprint": fp, "outputs": outputs, "summary": summary,
                             "seconds": round(seconds, 3), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
-        tmp = self.path.with_name("state.json.tmp")
-        tmp.write_text(json.dumps(self.data, indent=2, default=str))
-        tmp.replace(self.path)
-
-    def invalidate_from(self, stages: tuple[str, ...], first: str) -> None:
-        for s in stages[stages.index(first):]:
-            self.data.pop(s, None)
+        write_json(self.path, self.data)

@@ -4,6 +4,7 @@
   bootstrap CI whiskers; the figure a person looks at instead of the table.
 * :func:`plot_scatter`: metric score against human score for one aspect (jittered, one colour
   per system), with the dataset-level correlation in the title.
+* :func:`plot_training_curve`: dev correlation per training epoch (the run report's figure).
 """
 
 from __future__ import annotations
@@ -138,6 +139,31 @@ def plot_scatter(records: Sequence[Mapping], metric: str, human: str, path: str 
     ax.set_ylabel(metric + (" (jittered)" if discrete else ""))
     ax.set_title(title or f"{metric} vs {human}: dataset-level ρ = {rho:.3f}, τ-b = {tau:.3f}, n = {len(h)}",
                  fontsize=10)
+    ax.grid(alpha=0.3)
+    return save_figure(fig, path)
+
+
+def plot_training_curve(history: Sequence[Mapping], path: str | Path, *, methods: Sequence[str] = ("kendall", "spearman", "pearson"),
+                        title: str = "training: dev correlation with the labels") -> Path:
+    """Dev correlation per epoch (mean over aspects, one line per method); writes a PNG.
+
+    Args:
+        history: the metric card's ``validation_history``: one dict per epoch with ``epoch`` and
+            ``mean`` = ``{method: value}`` (see :func:`csem.model.validation.dev_correlations`).
+        path: output file (.png). methods: which lines; title: the figure title.
+
+    Returns:
+        ``path``.
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.5, 3.5))
+    epochs = [h.get("epoch") for h in history]
+    for method in methods:
+        ax.plot(epochs, [(h.get("mean") or {}).get(method) for h in history], marker="o",
+                label=f"dev {METHOD_SYMBOL.get(method, method)}")
+    ax.set_xlabel("epoch")
+    ax.set_title(title)
+    ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     return save_figure(fig, path)
 

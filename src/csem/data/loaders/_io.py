@@ -1,8 +1,8 @@
-"""File helpers shared by the dataset loaders: locating a dataset, reading JSONL, checking rows."""
+"""File helpers shared by the dataset loaders: locating the data folder and a dataset, reading JSONL
+(through :mod:`csem.data.records`), checking rows."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Iterator
@@ -55,18 +55,15 @@ def resolve(path: str | Path | None, folder: str, filename: str, hint: str) -> P
 
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
-    """Yield ``(1-based line, row)``; raises :class:`DatasetError` on malformed JSON."""
-    with path.open(encoding="utf-8") as f:
-        for i, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{path}, line {i}: malformed JSON: {exc.msg}") from exc
-            if not isinstance(row, dict):
-                raise DatasetError(f"{path}, line {i}: a JSONL line must be a JSON object")
-            yield i, row
+    """Yield ``(1-based line, row)`` through csem's one JSONL reader
+    (:func:`csem.data.records.iter_jsonl`); its errors are raised as :class:`DatasetError`."""
+    from csem.data.records import RecordError
+    from csem.data.records import iter_jsonl as read
+
+    try:
+        yield from read(path)
+    except RecordError as exc:
+        raise DatasetError(str(exc)) from exc
 
 
 def need(row: dict, keys: tuple[str, ...], path: Path, line: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from csem.data.loaders._io import DatasetError, iter_jsonl, need, resolve, unique
+from csem.data.loaders.summeval import load_summeval
 
 NEWSROOM_ASPECTS = ("coherence", "fluency", "informativeness", "relevance")
 
@@ -123,10 +124,8 @@ def load_summeval_geval_metriceval(
         summeval_path: SummEval for the join; default the ``summeval`` folder beside ``path``.
 
     Returns:
-        1600 records of :func:`csem.data.datasets.load_summeval` plus ``judge.<aspect>``.
+        1600 records of :func:`csem.data.loaders.summeval.load_summeval` plus ``judge.<aspect>``.
     """
-    from csem.data.datasets import load_summeval
-
     if value not in ("score_normalized", "ecdf"):
         raise ValueError(f"value must be 'score_normalized' or 'ecdf', got {value!r}")
     p = resolve(path, "summeval_geval_metriceval", "summeval_geval_metriceval.jsonl", _METRICEVAL_HINT)
