@@ -22,13 +22,16 @@ from torch import Tensor
 from csem.data.records import references_of
 from csem.model.features import NEEDS_REFERENCE, NEEDS_SOURCE
 
+JOINT_SEP = "\x1e"  # separates the segments of a cross-encoder input in the text pool (ASCII record separator)
+
 
 @dataclass
 class Batch:
     """Encoder inputs and index maps of ``B`` records scored as ``P`` (candidate, reference) pairs.
 
     Attributes:
-        texts: the distinct texts, in pool order (length-sorted).
+        texts: keys of the distinct texts, in pool order (length-sorted): the text itself, or for a
+            source / a joint cross-encoder input the text prefixed by its kind.
         chunks: padded ``input_ids``/``attention_mask`` ``[n_i, T_i]`` per chunk, covering the pool.
         bounds: ``(start, end)`` pool positions of each chunk.
         cand_idx, src_idx, ref_idx: ``[P]`` pool index of each pair's candidate / source / reference
@@ -77,34 +80,48 @@ class BatchBuilder:
     """
 
     def __init__(self, encoder: Any, mode: str, max_length: int, label_specs: Sequence[Any] | None = None,
-                 share: bool = True, chunk_size: int = 32, max_chunk_tokens: int = 16384):
+                 share: bool = True, chunk_size: int = 32, max_chunk_tokens: int = 16384,
+                 architecture: str = "bi-encoder", source_max_length: int | None = None):
         self.encoder = encoder
         self.mode = mode
         self.max_length = max_length
+        self.source_max_length = source_max_length or max_length
+        self.architecture = architecture
         self.label_specs = list(label_specs or [])
         self.share = share
         self.chunk_size = max(1, chunk_size)
         self.max_chunk_tokens = max_chunk_tokens
-        self._tok_cache: dict[str, list[int]] = {}
+        self._tok_cache: dict[tuple[str, str], list[int]] = {}
 
-    def _tokens(self, texts: list[str]) -> list[list[int]]:
-        todo = [t for t in dict.fromkeys(texts) if t not in self._tok_cache]
-        if todo:
-            for t, ids in zip(todo, self.encoder.tokenize(todo, self.max_length)):
-                self._tok_cache[t] = ids
-        out = [self._tok_cache[t] for t in texts]
+    def _tokens(self, entries: list[tuple[str, str]]) -> list[list[int]]:
+        """Token ids of pool entries ``(kind, text)``: ``t`` a text, ``s`` a source (own length
+        limit), ``j`` a joint cross-encoder input (segments separated by ``JOINT_SEP``)."""
+        todo = [e for e in dict.fromkeys(entries) if e not in self._tok_cache]
+        for kind in ("t", "s", "j"):
+            part = [e for e in todo if e[0] == kind]
+            if not part:
+                continue
+            if kind == "j":
+                ids = self.encoder.tokenize_joint([e[1].split(JOINT_SEP) for e in part], self.max_length)
+            else:
+                ids = self.encoder.tokenize([e[1] for e in part],
+                                            self.source_max_length if kind == "s" else self.max_length)
+            for e, t in zip(part, ids):
+                self._tok_cache[e] = t
+        out = [self._tok_cache[e] for e in entries]
         if len(self._tok_cache) > 200_000:  # bound memory on very large scoring jobs
             self._tok_cache.clear()
         return out
 
     def __call__(self, records: Sequence[Mapping[str, Any]]) -> Batch:
         need_src, need_ref = NEEDS_SOURCE[self.mode], NEEDS_REFERENCE[self.mode]
-        # pool entries: (text, key); with share=False the key makes every record's texts distinct
-        entries: list[tuple[str, int]] = []
-        slots: dict[tuple[str, int], int] = {}
+        unified = self.architecture == "unified"
+        # pool entries: (kind, text, owner); with share=False the owner makes every record's texts distinct
+        entries: list[tuple[str, str, int]] = []
+        slots: dict[tuple[str, str, int], int] = {}
 
-        def slot(text: str, owner: int) -> int:
-            key = (text, 0 if self.share else owner)
+        def slot(text: str, owner: int, kind: str = "t") -> int:
+            key = (kind, text, 0 if self.share else owner)
             if key not in slots:
                 slots[key] = len(entries)
                 entries.append(key)
@@ -116,22 +133,31 @@ class BatchBuilder:
             refs = references_of(r) if need_ref else [None]
             if need_ref and not refs:
                 raise ValueError(f"record '{r.get('id')}' has no reference, but mode '{self.mode}' needs one")
-            c = slot(r["candidate"], i)
-            s = slot(r["source"], i) if need_src else None
-            for ref_text in refs:
-                cand.append(c)
-                src.append(s)
-                ref.append(slot(ref_text, i) if need_ref else None)
+            if unified:  # one joint input per (candidate, reference): candidate [SEP] reference [SEP] source
+                for ref_text in refs:
+                    segs = [r["candidate"]] + ([ref_text] if need_ref else []) + ([r["source"]] if need_src else [])
+                    cand.append(slot(JOINT_SEP.join(segs), i, "j"))
+                    src.append(None)
+                    ref.append(None)
+            else:
+                c = slot(r["candidate"], i)
+                s = slot(r["source"], i, "s") if need_src else None
+                for ref_text in refs:
+                    cand.append(c)
+                    src.append(s)
+                    ref.append(slot(ref_text, i) if need_ref else None)
             counts.append(len(refs))
             gkey = r.get("source") or (refs[0] if need_ref else "")
             groups.append(group_of.setdefault(gkey, len(group_of)))
+        need_src, need_ref = need_src and not unified, need_ref and not unified
         # sort the pool by token length (then text, then owner): record order never matters
-        toks = self._tokens([t for t, _ in entries])
+        toks = self._tokens([(k, t) for k, t, _ in entries])
         order = sorted(range(len(entries)), key=lambda j: (len(toks[j]), entries[j]))
         new_pos = [0] * len(entries)
         for pos, j in enumerate(order):
             new_pos[j] = pos
-        texts = [entries[j][0] for j in order]
+        # pool keys (the embedding caches' keys): the text, prefixed by its kind unless a plain text
+        texts = [entries[j][1] if entries[j][0] == "t" else f"{entries[j][0]}{JOINT_SEP}{entries[j][1]}" for j in order]
         sorted_toks = [toks[j] for j in order]
         chunks, bounds = [], []
         start = 0

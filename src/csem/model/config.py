@@ -17,6 +17,7 @@ MODES = ("ref-free", "ref-based", "fluency", "fluency-ref")
 Mode = Literal["ref-free", "ref-based", "fluency", "fluency-ref"]
 Pooling = Literal["cls", "mean", "layerwise-mix"]
 Loss = Literal["mse", "ce", "pairwise", "mse+pairwise"]
+Architecture = Literal["bi-encoder", "unified"]
 
 
 class LabelSpec(BaseModel):
@@ -51,6 +52,13 @@ class ModelConfig(BaseModel):
             ``layerwise-mix`` (COMET's softmax-weighted mix of all layers, then masked mean).
         mode: ``ref-free`` (Eq. 10), ``ref-based`` (Eq. 9), ``fluency`` (candidate only) or
             ``fluency-ref`` (candidate and reference, no source); see :mod:`csem.model.features`.
+        architecture: ``bi-encoder`` (the paper's estimator, COMET: each text embedded on its own,
+            a source shared by many candidates embedded once, features of Eq. 9/10 into the head)
+            or ``unified`` (a cross-encoder, COMET's UnifiedMetric / COMET-Kiwi, BLEURT, UniEval:
+            candidate, reference and source joined into one input sequence whose pooled embedding
+            goes into the head; every candidate re-reads its source, so scoring is slower).
+        source_max_length: bi-encoder only: tokens kept of the source (None: ``max_length``);
+            sources are truncated at the end (news leads come first).
         ref_aggregation: with several references, score against each and take the ``max`` or
             ``mean`` of the per-reference scores (for ``ce``: the distribution with the highest
             expected value, or the mean distribution).
@@ -71,8 +79,10 @@ class ModelConfig(BaseModel):
     encoder_kind: str = "hf"
     pooling: Pooling = "mean"
     mode: Mode = "ref-free"
+    architecture: Architecture = "bi-encoder"
     ref_aggregation: Literal["max", "mean"] = "max"
     max_length: int = Field(512, ge=8, le=8192)
+    source_max_length: int | None = Field(None, ge=8, le=8192)
     hidden_sizes: list[int] = Field(default_factory=lambda: [3072, 1024])
     activation: Literal["tanh", "relu", "gelu", "sigmoid"] = "tanh"
     dropout: float = Field(0.1, ge=0.0, lt=1.0)
@@ -122,6 +132,9 @@ class TrainConfig(BaseModel):
         frozen_epochs: encoder frozen for this many (fractional) epochs first (COMET: 0.3);
             frozen-phase embeddings are cached, so extra frozen epochs cost almost nothing.
         layerwise_decay: encoder layer ``l`` of ``L`` gets ``lr * decay**(L - l)`` (COMET 0.95).
+        train_layers: fine-tune only the top ``N`` encoder layers (None: all). The lower layers
+            stay frozen and each distinct text's token states after them are computed once and
+            cached, so an epoch runs only the top ``N`` layers forward and backward.
         weight_decay: AdamW weight decay. gradient_clip: max gradient norm (0 = off).
         seed: seeds Python, NumPy and torch; training is deterministic on CPU.
         precision: ``auto`` (bf16-mixed on a GPU that supports it, 16-mixed on other GPUs, 32 on
@@ -141,6 +154,7 @@ class TrainConfig(BaseModel):
     patience: int = Field(3, ge=1)
     frozen_epochs: float = Field(0.3, ge=0)
     layerwise_decay: float = Field(0.95, gt=0, le=1)
+    train_layers: int | None = Field(None, ge=0)
     weight_decay: float = Field(0.0, ge=0)
     gradient_clip: float = Field(1.0, ge=0)
     seed: int = 12

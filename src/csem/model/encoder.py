@@ -14,9 +14,10 @@ An encoder maps a padded batch of token ids ``[N, T]`` to pooled sentence embedd
 from __future__ import annotations
 
 import abc
+import contextlib
 import re
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 from torch import Tensor, nn
@@ -66,6 +67,28 @@ class Encoder(nn.Module, abc.ABC):
     @abc.abstractmethod
     def save_files(self, folder: Path) -> None:
         """Write the encoder's configuration and tokenizer (no weights) into ``folder``."""
+
+    # ---- optional: split forward for partial fine-tuning, and joint (cross-encoder) inputs ----------
+    @property
+    def n_layers(self) -> int:
+        """Number of transformer layers (0 when the encoder cannot be split)."""
+        return 0
+
+    def lower_parameters(self, k: int) -> list[nn.Parameter]:
+        """Parameters of the embedding layer and of layers ``0..k-1``."""
+        raise NotImplementedError(f"{type(self).__name__} cannot run its layers separately")
+
+    def lower(self, input_ids: Tensor, attention_mask: Tensor, k: int) -> Tensor:
+        """Token states ``[N, T, d]`` after the embeddings and the first ``k`` layers."""
+        raise NotImplementedError(f"{type(self).__name__} cannot run its layers separately")
+
+    def upper(self, hidden: Tensor, attention_mask: Tensor, k: int) -> Tensor:
+        """Pooled embeddings ``[N, d]`` from token states after layer ``k`` (runs layers ``k..L-1``)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot run its layers separately")
+
+    def tokenize_joint(self, segments: list[list[str]], max_length: int) -> list[list[int]]:
+        """Token ids of several texts joined into one sequence per row (for the unified cross-encoder)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot join texts into one input")
 
 
 class LayerwiseMix(nn.Module):
@@ -171,6 +194,89 @@ class HFEncoder(Encoder):
         hidden = self.mix(out.hidden_states) if self.mix is not None else out.last_hidden_state
         return masked_mean(hidden, attention_mask)
 
+    # ---- split forward: lower layers (frozen, cached) and upper layers (trained) -------------------
+    @property
+    def n_layers(self) -> int:
+        layers = self._layer_list()
+        return len(layers) if layers is not None else 0
+
+    def _layer_list(self) -> nn.ModuleList | None:
+        layers = getattr(getattr(self.model, "encoder", None), "layer", None)
+        return layers if isinstance(layers, nn.ModuleList) else None
+
+    @contextlib.contextmanager
+    def _only_layers(self, lo: int, hi: int, skip_embeddings: bool) -> Iterator[None]:
+        """Temporarily run only layers ``lo..hi-1`` (and, with ``skip_embeddings``, no embedding layer).
+
+        The same parameters are used, so gradients reach the real weights. Needs the
+        BERT/RoBERTa/MPNet layout (``encoder.layer`` list, ``embeddings(inputs_embeds=...)``).
+        """
+        layers = self._layer_list()
+        if layers is None:
+            raise NotImplementedError(f"encoder {type(self.model).__name__} has no encoder.layer list")
+        enc, emb = self.model.encoder, self.model.embeddings
+        enc.layer = nn.ModuleList(list(layers)[lo:hi])
+        if skip_embeddings:
+            self.model.embeddings = _PassThrough()
+        try:
+            yield
+        finally:
+            enc.layer = layers
+            self.model.embeddings = emb
+
+    def lower_parameters(self, k: int) -> list[nn.Parameter]:
+        layers = self._layer_list()
+        if layers is None:
+            raise NotImplementedError(f"encoder {type(self.model).__name__} has no encoder.layer list")
+        return list(self.model.embeddings.parameters()) + [p for layer in list(layers)[:k] for p in layer.parameters()]
+
+    def lower(self, input_ids: Tensor, attention_mask: Tensor, k: int) -> Tensor:
+        with self._only_layers(0, k, skip_embeddings=False):
+            out = self.model(input_ids=input_ids, attention_mask=attention_mask)
+        return out.last_hidden_state
+
+    def upper(self, hidden: Tensor, attention_mask: Tensor, k: int) -> Tensor:
+        if self.mix is not None:
+            raise ValueError("layerwise-mix pooling needs every layer's output: train all layers with it")
+        with self._only_layers(k, self.n_layers, skip_embeddings=True):
+            out = self.model(inputs_embeds=hidden, attention_mask=attention_mask)
+        if self.pooling == "cls":
+            return out.last_hidden_state[:, 0]
+        return masked_mean(out.last_hidden_state, attention_mask)
+
+    def tokenize_joint(self, segments: list[list[str]], max_length: int) -> list[list[int]]:
+        """One sequence per row: ``[CLS] seg_1 [SEP] seg_2 [SEP] ... seg_S [SEP]``.
+
+        COMET's UnifiedMetric (COMET-Kiwi), BLEURT and UniEval put candidate, reference and source
+        into one input. RoBERTa-style encoders (RoBERTa, MPNet, XLM-R) separate parts with two
+        separators, as their pair template does. Truncation keeps each segment's start: every
+        segment but the last (the candidate, the reference) keeps at most a quarter of
+        ``max_length`` tokens, and the last (the source) gets what is left.
+
+        Shapes: ``R`` rows of ``S`` texts -> ``R`` token-id lists of at most ``max_length`` ids.
+        """
+        limit = min(max_length, self.max_positions)
+        n_seg = len(segments[0]) if segments else 0
+        flat = [t for row in segments for t in row]
+        ids = self.tokenizer(flat, add_special_tokens=False, truncation=True, max_length=limit)["input_ids"]
+        tok = self.tokenizer
+        n_sep = 2 if self.model.config.model_type in ("roberta", "mpnet", "xlm-roberta") else 1
+        cls_id = tok.cls_token_id if tok.cls_token_id is not None else tok.bos_token_id
+        sep_id = tok.sep_token_id if tok.sep_token_id is not None else tok.eos_token_id
+        quarter = max(1, limit // 4)
+        out = []
+        for r in range(len(segments)):
+            parts = ids[r * n_seg:(r + 1) * n_seg]
+            seq = [cls_id]
+            for i, part in enumerate(parts):
+                last = i == len(parts) - 1
+                room = limit - len(seq) - 1 - (0 if last else (n_sep - 1))
+                if not last:
+                    room = min(room, quarter)
+                seq += part[: max(0, room)] + ([sep_id] if last else [sep_id] * n_sep)
+            out.append(seq[:limit])
+        return out
+
     def layer_groups(self) -> list[list[nn.Parameter]]:
         n = int(self.model.config.num_hidden_layers)
         groups: list[list[nn.Parameter]] = [[] for _ in range(n + 2)]  # embeddings, layers 0..n-1, top
@@ -194,6 +300,13 @@ class HFEncoder(Encoder):
 
 
 _WITH_POOLER = ("bert", "roberta", "xlm-roberta", "mpnet")
+
+
+class _PassThrough(nn.Module):
+    """Stands in for the embedding layer while the upper layers run on cached token states."""
+
+    def forward(self, input_ids: Tensor | None = None, inputs_embeds: Tensor | None = None, **kwargs: object) -> Tensor:
+        return inputs_embeds
 
 
 def build_encoder(kind: str, name_or_path: str, pooling: str, load_weights: bool = True) -> Encoder:

@@ -50,13 +50,16 @@ class EvaluationModule(L.LightningModule):
         self.train_config = train_config or TrainConfig()
         self.encoder = build_encoder(config.encoder_kind, encoder_path or config.encoder, config.pooling,
                                      load_weights=load_encoder_weights)
-        fdim = feature_size(config.mode, self.encoder.dim)
+        # the unified cross-encoder's pooled joint embedding is the feature vector itself
+        fdim = self.encoder.dim if config.architecture == "unified" else feature_size(config.mode, self.encoder.dim)
         k = config.n_classes
         self.heads = nn.ModuleDict({
             spec.aspect: FeedForward(fdim, config.hidden_sizes, k, config.activation, config.dropout)
             for spec in config.labels})
         self._frozen = False
         self._cache: dict[str, Tensor] = {}
+        self.split_layer = 0  # > 0 while training only the layers above it (see freeze_lower)
+        self._lower_cache: dict[str, Tensor] = {}
         self.frozen_steps = 0
         self.dev_records: Sequence[Mapping[str, Any]] | None = None
         self.history: list[dict] = []
@@ -74,12 +77,48 @@ class EvaluationModule(L.LightningModule):
         self._cache.clear()
         self.encoder.requires_grad_(True)
         self.encoder.train(self.training)
+        if self.split_layer:
+            self.freeze_lower(self.split_layer)
+
+    def freeze_lower(self, k: int) -> None:
+        """Train only the encoder layers above layer ``k``: the embedding layer and layers ``0..k-1``
+        get no gradient, and each distinct text's token states after them are computed once (no
+        dropout) and cached for the rest of training (``TrainConfig.train_layers``)."""
+        self.split_layer = k
+        for p in self.encoder.lower_parameters(k):
+            p.requires_grad_(False)
+
+    def release_lower(self) -> None:
+        """End partial fine-tuning: drop the token-state cache and run the whole encoder again."""
+        self.split_layer = 0
+        self._lower_cache.clear()
+
+    def _embed_split(self, texts: list[str], chunk: dict[str, Tensor]) -> Tensor:
+        k = self.split_layer
+        mask = chunk["attention_mask"]
+        todo = [i for i, t in enumerate(texts) if t not in self._lower_cache]
+        if todo:
+            was = self.encoder.training
+            self.encoder.eval()
+            with torch.no_grad():
+                h = self.encoder.lower(chunk["input_ids"][todo], mask[todo], k)
+            self.encoder.train(was)
+            for row, i in enumerate(todo):
+                self._lower_cache[texts[i]] = h[row, : int(mask[i].sum())].clone()
+        states = [self._lower_cache[t] for t in texts]
+        hidden = states[0].new_zeros((len(texts), mask.shape[1], states[0].shape[-1]))
+        for i, st in enumerate(states):
+            hidden[i, : st.shape[0]] = st
+        return self.encoder.upper(hidden, mask, k)
 
     def embed(self, batch: Batch) -> Tensor:
         """Pooled embeddings ``[n_texts, d]`` of the batch's distinct texts, in pool order."""
         outs = []
         for (lo, hi), chunk in zip(batch.bounds, batch.chunks):
             texts = batch.texts[lo:hi]
+            if self.split_layer and not self._frozen:
+                outs.append(self._embed_split(texts, chunk).float())
+                continue
             if self._frozen and all(t in self._cache for t in texts):
                 outs.append(torch.stack([self._cache[t] for t in texts]))
                 continue
@@ -96,9 +135,12 @@ class EvaluationModule(L.LightningModule):
     def head_outputs(self, emb: Tensor, batch: Batch) -> Tensor:
         """Head outputs per pair ``[P, A, K]`` from pool embeddings ``[n_texts, d]``."""
         h_y = emb[batch.cand_idx]
-        h_x = emb[batch.src_idx] if batch.src_idx is not None else None
-        h_r = emb[batch.ref_idx] if batch.ref_idx is not None else None
-        feats = combine(self.config.mode, h_y, h_x, h_r)
+        if self.config.architecture == "unified":
+            feats = h_y  # the joint input's pooled embedding
+        else:
+            h_x = emb[batch.src_idx] if batch.src_idx is not None else None
+            h_r = emb[batch.ref_idx] if batch.ref_idx is not None else None
+            feats = combine(self.config.mode, h_y, h_x, h_r)
         return torch.stack([head(feats) for head in self.heads.values()], dim=1)
 
     def aggregate(self, out: Tensor, counts: list[int]) -> tuple[Tensor, Tensor | None]:
@@ -180,6 +222,9 @@ class EvaluationModule(L.LightningModule):
         groups = self.encoder.layer_groups()
         n = len(groups)
         params = [{"params": g, "lr": tc.lr * tc.layerwise_decay ** (n - 1 - i)} for i, g in enumerate(groups)]
+        if self.split_layer:  # frozen lower layers: leave them out of the optimiser
+            params = [{**g, "params": [p for p in g["params"] if p.requires_grad]} for g in params]
+            params = [g for g in params if g["params"]]
         params.append({"params": list(self.heads.parameters()), "lr": tc.head_lr})
         return torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay)
 

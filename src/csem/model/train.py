@@ -68,6 +68,7 @@ def train(
     rubric: str | None = None,
     notes: str | None = None,
     preferences: Any = None,
+    lower_cache: dict | None = None,
 ) -> EvaluationModel:
     """Train an evaluation model on ``records`` and (if ``out_dir``) save it.
 
@@ -83,6 +84,9 @@ def train(
         dev_records: dev set for per-epoch validation, best-checkpoint selection and early stopping.
         label_range: the declared rating scale, e.g. ``(1, 5)`` (or per column); None infers it.
         judge, rubric, notes: provenance written to the metric card.
+        lower_cache: with ``train_layers``, a dict shared by several ``train`` calls with the same
+            encoder, architecture, lengths and ``train_layers`` (e.g. cross-validation folds, see
+            :mod:`csem.model.cv`): the frozen lower layers' token states are computed once for all.
         preferences: a :class:`csem.model.preferences.PreferenceTable` (judged pairs of ``records``
             by id): train on the pairs with the ranking loss (Eq. 3) instead of on label columns;
             ``label_cols`` then name the preference columns (see
@@ -118,8 +122,17 @@ def train(
     module.dev_records = list(dev_records) if dev_records else None
     module.preferences = preferences
     recs = list(records)
+    if tc.train_layers is not None:
+        n_layers = module.encoder.n_layers
+        if not 0 <= tc.train_layers <= n_layers:
+            raise ValueError(f"train_layers must be between 0 and the encoder's {n_layers} layers, got {tc.train_layers}")
+        if tc.train_layers < n_layers:
+            module.freeze_lower(n_layers - tc.train_layers)
+            if lower_cache is not None:
+                module._lower_cache = lower_cache
     builder = BatchBuilder(module.encoder, mode, config.max_length, config.labels, share=True,
-                           chunk_size=max(8, tc.batch_size))
+                           chunk_size=max(8, tc.batch_size), architecture=config.architecture,
+                           source_max_length=config.source_max_length)
     sampler = GroupedBatchSampler(recs, tc.batch_size, mode, shuffle=True, seed=tc.seed)
     loader = torch.utils.data.DataLoader(recs, batch_sampler=sampler, collate_fn=builder, num_workers=0)
     module.frozen_steps = int(math.ceil(tc.frozen_epochs * len(sampler)))
@@ -151,8 +164,12 @@ def train(
         # the frozen encoder is kept in eval mode on purpose (no dropout while its embeddings are cached)
         warnings.filterwarnings("ignore", message=".*module\\(s\\) in eval mode at the start of training.*")
         trainer.fit(module, train_dataloaders=loader, val_dataloaders=val_loader)
+    if lower_cache is not None:
+        module._lower_cache = {}  # the caller's cache stays filled for the next call
+    module.release_lower()
     if module._frozen:
         module.unfreeze_encoder()
+    module.encoder.requires_grad_(True)
     best_report = None
     if keep is not None and keep.state is not None:
         module.load_state_dict(keep.state)
@@ -162,6 +179,6 @@ def train(
                       history=module.history, judge=judge, rubric=rubric, notes=notes,
                       label_range_declared=label_range is not None)
     model = EvaluationModel(module, card)
-    if out_dir is not None:
+    if out_dir is not None and trainer.is_global_zero:  # under DDP only rank 0 writes the folder
         model.save(out_dir)
     return model
