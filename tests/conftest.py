@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+
+from csem.llm.server import LlamaServer
+from csem.rubrics import Rubric
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -35,67 +37,8 @@ def smollm2_path() -> Path:
 
 
 # --------------------------------------------------------------------------- llama.cpp OpenAI server
-# A real OpenAI-compatible HTTP server (``python -m llama_cpp.server``) on loopback, for backend tests.
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class LlamaServer:
-    """A ``llama_cpp.server`` subprocess on 127.0.0.1. ``url`` is the OpenAI base URL (``.../v1``).
-
-    ``stop()`` kills it (SIGKILL: the "server died" case), ``start()`` starts it again on the same port.
-    """
-
-    def __init__(self, model: Path, *, api_key: str | None = None, extra: tuple[str, ...] = (), n_ctx: int = 2048):
-        self.model, self.api_key, self.extra, self.n_ctx = Path(model), api_key, tuple(extra), n_ctx
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/v1"
-        self.proc = None
-        self.log_path = None
-
-    def start(self, timeout: float = 180.0) -> "LlamaServer":
-        import subprocess
-        import sys
-        import tempfile
-        import time
-        import urllib.request
-
-        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model), "--host", "127.0.0.1",
-               "--port", str(self.port), "--n_ctx", str(self.n_ctx), "--n_threads", "1", "--n_threads_batch", "1",
-               *self.extra]
-        if self.api_key:
-            cmd += ["--api_key", self.api_key]
-        self.log_path = Path(tempfile.mkstemp(prefix="llama_server_", suffix=".log")[1])
-        env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
-        self.proc = subprocess.Popen(cmd, stdout=self.log_path.open("wb"), stderr=subprocess.STDOUT, env=env)
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < timeout:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"llama_cpp.server exited with {self.proc.returncode}: "
-                                   f"{self.log_path.read_text(errors='replace')[-2000:]}")
-            try:
-                req = urllib.request.Request(self.url + "/models")
-                if self.api_key:
-                    req.add_header("Authorization", f"Bearer {self.api_key}")
-                with urllib.request.urlopen(req, timeout=2) as r:
-                    if r.status == 200:
-                        return self
-            except OSError:
-                time.sleep(0.5)
-        self.stop()
-        raise RuntimeError(f"llama_cpp.server did not come up within {timeout} s")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=30)
-        self.proc = None
-
+# A real OpenAI-compatible HTTP server (``python -m llama_cpp.server``) on loopback, for backend tests
+# (the launcher, csem.llm.server, lives in the package: the benchmarks use it too).
 
 @pytest.fixture(scope="session")
 def llama_server(smollm2_path):
@@ -111,6 +54,53 @@ def llama_server_factory():
     """The :class:`LlamaServer` class, for tests that need their own server (a key, no logprobs, a kill)."""
     pytest.importorskip("llama_cpp.server", reason="pip install 'llama-cpp-python[server]'")
     return LlamaServer
+
+
+# --------------------------------------------------------------------------- judge/LLM fixtures
+# SmolLM2 through llama-cpp (plumbing only), a short rubric and records (tests/judge and tests/llm).
+
+# A deliberately short prompt (a user rubric): keeps each SmolLM2 forward pass to ~60 tokens on a
+# shared 2-core CI machine. The built-in G-Eval prompts are exercised by the CLI tests.
+TINY_TEMPLATE = ("Rate the summary's {{ aspect }} from {{ min }} to {{ max }}.\n"
+                 "{% if uses_source %}Article: {{ source }}\n{% endif %}"
+                 "Summary: {{ candidate }}\n{{ aspect }} score:")
+
+SOURCES = [
+    "The river flooded the old mill on Monday. Nobody was hurt, but the bridge is closed.",
+    "A new bakery opened on Main Street. It sells bread, cakes and coffee from 7 am.",
+]
+CANDIDATES = [
+    ["The river flooded the mill; the bridge is closed.", "Mill bridge Monday river."],
+    ["A bakery selling bread, cakes and coffee opened on Main Street.", "Street main cake the."],
+]
+
+
+@pytest.fixture(scope="session")
+def tiny_rubric() -> Rubric:
+    return Rubric(id="test/tiny-coherence", aspect="coherence", criteria="how well the summary reads",
+                  scale={"min": 1, "max": 5}, template=TINY_TEMPLATE, system=None)
+
+
+@pytest.fixture(scope="session")
+def tiny_records() -> list[dict]:
+    out = []
+    for i, (src, cands) in enumerate(zip(SOURCES, CANDIDATES)):
+        for j, c in enumerate(cands):
+            out.append({"id": f"d{i}-s{j}", "doc_id": f"d{i}", "system_id": f"s{j}", "source": src, "candidate": c})
+    return out
+
+
+@pytest.fixture(scope="session")
+def smol(smollm2_path):
+    """One in-process SmolLM2 backend shared by the whole session (loaded once)."""
+    from csem.llm.providers.llama_cpp import llama_cpp_backend
+
+    return llama_cpp_backend(str(smollm2_path), n_ctx=2048, n_threads=2)
+
+
+@pytest.fixture(scope="session")
+def tiny_template() -> str:
+    return TINY_TEMPLATE
 
 
 # --------------------------------------------------------------------------- the fast tier: fakes, and what is slow

@@ -25,13 +25,17 @@ class ScriptedServer:
     """Answers POST /v1/chat/completions with ``script[i]`` for the i-th request (the last one repeats).
 
     A step is ``(status, body_dict)`` or ``("sleep", seconds, status, body)``. ``requests`` keeps the
-    JSON bodies and the Authorization headers received.
+    JSON bodies and the Authorization headers received; ``max_in_flight`` is the largest number of
+    requests the server was answering at the same time.
     """
 
     def __init__(self, script):
         self.script = list(script)
         self.requests: list[dict] = []
         self.auth: list[str] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        lock = threading.Lock()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -39,10 +43,21 @@ class ScriptedServer:
                 pass
 
             def do_POST(self):
+                with lock:
+                    outer.in_flight += 1
+                    outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
+                try:
+                    self._answer()
+                finally:
+                    with lock:
+                        outer.in_flight -= 1
+
+            def _answer(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                outer.requests.append(body)
-                outer.auth.append(self.headers.get("Authorization", ""))
-                step = outer.script[min(len(outer.requests), len(outer.script)) - 1]
+                with lock:
+                    outer.requests.append(body)
+                    outer.auth.append(self.headers.get("Authorization", ""))
+                    step = outer.script[min(len(outer.requests), len(outer.script)) - 1]
                 if callable(step):
                     step = step(body)
                 if step[0] == "sleep":

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from csem.collect.sampler import DecodingConfig, GeneratorSpec, collect_candidates, sample_seed
+from csem.collect.sampler import GeneratorSpec, collect_candidates, sample_seed
 from csem.data.records import read_records, write_records
+from csem.llm import GenerateConfig
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "src" / "csem" / "pipeline" / "examples"
-SHORT = DecodingConfig(max_tokens=16)
+SHORT = GenerateConfig(max_tokens=16)
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +42,7 @@ def test_collect_is_deterministic_and_order_free(sources):
     for r in a:
         if r["system_id"] == "smol":
             assert r["collect.generator"] == "llama-cpp:smollm2"
-            assert r["collect.decoding"]["top_k"] == 50 and r["collect.decoding"]["strategy"] == "top_k"
+            assert r["collect.decoding"] == {"max_tokens": 16, "temperature": 1.0, "top_k": 50, "top_p": 1.0}
             assert r["collect.seed"] == sample_seed(7, r["doc_id"], "smol", r["collect.sample"])
             assert "smollm2" in r["collect.checkpoint"].lower()
         else:
@@ -53,7 +54,7 @@ def test_collect_is_deterministic_and_order_free(sources):
 @pytest.mark.slow  # samples from SmolLM2
 def test_duplicates_counted_and_dropped_or_kept(sources):
     # top_k=1 makes sampling greedy: every sample of a source is the same text
-    greedy = DecodingConfig(top_k=1, max_tokens=12)
+    greedy = GenerateConfig(top_k=1, max_tokens=12)
     gens = [GeneratorSpec(uri="llama-cpp:smollm2", name="smol", num_samples=3)]
     dropped, s1 = collect_candidates(sources[:2], gens, decoding=greedy, include_reference=False, progress=False)
     assert s1.duplicates == 4 and s1.dropped == 4 and len(dropped) == 2
@@ -67,7 +68,7 @@ def test_duplicates_counted_and_dropped_or_kept(sources):
 def test_per_generator_decoding_and_stale_partial_samples(sources, tmp_path):
     """A checkpoint can bring its own decoding (a hotter stand-in for a weaker system); a resumed
     sample is reused only when it was made with the same decoding settings."""
-    hot = DecodingConfig(temperature=1.6, max_tokens=16)
+    hot = GenerateConfig(temperature=1.6, max_tokens=16)
     gens = [GeneratorSpec(uri="llama-cpp:smollm2", name="smol", num_samples=1),
             GeneratorSpec(uri="llama-cpp:smollm2", name="smol-hot", num_samples=1, decoding=hot)]
     partial = tmp_path / "p.jsonl"
@@ -76,7 +77,7 @@ def test_per_generator_decoding_and_stale_partial_samples(sources, tmp_path):
     dec = {r["system_id"]: r["collect.decoding"]["temperature"] for r in recs}
     assert dec == {"smol": 1.0, "smol-hot": 1.6} and s.generated == 4
     gens[1] = GeneratorSpec(uri="llama-cpp:smollm2", name="smol-hot", num_samples=1,
-                            decoding=DecodingConfig(temperature=1.3, max_tokens=16))
+                            decoding=GenerateConfig(temperature=1.3, max_tokens=16))
     again, s2 = collect_candidates(sources[:2], gens, decoding=SHORT, include_reference=False, duplicates="keep",
                                    partial_path=partial, progress=False)
     assert (s2.resumed, s2.generated) == (2, 2), "only the samples whose decoding changed are made again"
@@ -99,7 +100,7 @@ def test_bad_sources_are_named(sources):
     with pytest.raises(ValueError, match="repeats"):
         collect_candidates([sources[0], sources[0]], gens, progress=False)
     with pytest.raises(ValueError, match="needs a transformers generator"):
-        collect_candidates(sources[:1], gens, decoding=DecodingConfig(strategy="beam"), progress=False)
+        collect_candidates(sources[:1], gens, decoding=GenerateConfig(num_beams=4), progress=False)
     with pytest.raises(ValueError, match="names must differ"):
         collect_candidates(sources, gens + gens, progress=False)
 
@@ -133,7 +134,7 @@ def test_killed_collect_resumes_without_repeating(tmp_path, sources):
     assert done_before - 1 <= resumed_n <= done_before, "every complete line of the partial file is reused"
     resumed = read_records(out)
     fresh, _ = collect_candidates(sources, [GeneratorSpec(uri="llama-cpp:smollm2", name="smol", num_samples=4)],
-                                  decoding=DecodingConfig(max_tokens=24), seed=3, progress=False)
+                                  decoding=GenerateConfig(max_tokens=24), seed=3, progress=False)
     assert _texts(resumed) == _texts(fresh)
     assert int(re.search(r"generated\s+(\d+)", res.stdout).group(1)) == 12 - resumed_n, \
         "no finished sample generated twice"

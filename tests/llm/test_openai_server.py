@@ -1,4 +1,4 @@
-"""The openai backend against a real llama.cpp OpenAI-compatible server (SmolLM2) on loopback."""
+"""The openai provider behind the wrapper against a real llama.cpp OpenAI-compatible server (SmolLM2) on loopback."""
 
 from __future__ import annotations
 

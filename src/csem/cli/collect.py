@@ -9,8 +9,10 @@ import typer
 from rich.console import Console
 
 from csem.cli import app
-from csem.collect.sampler import DecodingConfig, GeneratorSpec, collect_candidates
+from csem.cli.judge import parse_options
+from csem.collect.sampler import GeneratorSpec, collect_candidates
 from csem.data.records import parse_column_map, read_records, write_records
+from csem.llm import GenerateConfig
 
 
 @app.command()
@@ -20,11 +22,15 @@ def collect(
     num_samples: int = typer.Option(4, "--num-samples", "-J", help="candidates per source per generator"),
     out: Path = typer.Option(..., "--out", help="candidate file to write (.jsonl/.csv/.parquet)"),
     task: str = typer.Option("summarize", help="task prompt name (summarize, translate-en-de, restyle-formal, respond) or a template with {source}"),
-    strategy: str = typer.Option("top_k", help="top_k | top_p | beam | diverse_beam (beam needs hf:)"),
-    top_k: int = typer.Option(50, "--top-k"),
-    top_p: float = typer.Option(0.95, "--top-p"),
-    temperature: float = typer.Option(1.0),
-    max_tokens: int = typer.Option(64, "--max-tokens"),
+    top_k: Optional[int] = typer.Option(None, "--top-k", help="top-k sampling (default 50, the paper's; 0 = off)"),
+    top_p: Optional[float] = typer.Option(None, "--top-p", help="nucleus sampling in (0, 1] (default 1 = off)"),
+    temperature: Optional[float] = typer.Option(None, "--temperature", help="sampling temperature (default 1)"),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="new tokens per candidate (default 64)"),
+    num_beams: Optional[int] = typer.Option(None, "--num-beams", help="beam search with this many beams (hf: only)"),
+    num_beam_groups: Optional[int] = typer.Option(None, "--num-beam-groups", help="diverse beam search groups (hf: only)"),
+    diversity_penalty: Optional[float] = typer.Option(None, "--diversity-penalty", help="diverse beam search penalty"),
+    generator_opt: Optional[List[str]] = typer.Option(None, "--generator-opt", help="backend option KEY=VALUE for "
+                                                      "every generator (repeatable), e.g. base_url=..., concurrency=4"),
     seed: int = typer.Option(0),
     no_reference: bool = typer.Option(False, "--no-reference", help="do not add the reference as a candidate"),
     keep: str = typer.Option("all", help="all | one (one random candidate per source, CSEM Sec. IV-B)"),
@@ -33,13 +39,16 @@ def collect(
     col: Optional[List[str]] = typer.Option(None, "--col", help="column mapping FIELD=COLUMN, e.g. source=article"),
 ) -> None:
     """Sample J candidates per source from each generator (top-k 50 by default), add the reference,
-    and write one candidate per row with its provenance. Interrupted runs resume."""
+    and write one candidate per row with its provenance. Samples are requested concurrently, as many
+    as the backend's concurrency option allows. Interrupted runs resume."""
     specs = []
     for g in generator:
         name, _, uri = g.partition("=") if "=" in g.split(":", 1)[0] else ("", "", g)
-        specs.append(GeneratorSpec(uri=uri, num_samples=num_samples, name=name or None))
+        specs.append(GeneratorSpec(uri=uri, num_samples=num_samples, name=name or None,
+                                   options=parse_options(generator_opt, "--generator-opt")))
     recs = read_records(sources, columns=parse_column_map(col or []), required=("source",))
-    decoding = DecodingConfig(strategy=strategy, top_k=top_k, top_p=top_p, temperature=temperature, max_tokens=max_tokens)
+    decoding = GenerateConfig(top_k=top_k, top_p=top_p, temperature=temperature, max_tokens=max_tokens,
+                              num_beams=num_beams, num_beam_groups=num_beam_groups, diversity_penalty=diversity_penalty)
     partial = out.with_name(out.name + ".partial.jsonl")
     cands, summary = collect_candidates(recs, specs, task=task, decoding=decoding, seed=seed,
                                         include_reference=not no_reference, keep=keep, duplicates=duplicates,

@@ -16,13 +16,13 @@ def default_cache() -> Path:
     return cache_dir() / "judgments.sqlite"
 
 
-def parse_options(pairs: Optional[list[str]]) -> dict[str, str]:
-    """``key=value`` backend options (``--judge-opt base_url=http://...``)."""
+def parse_options(pairs: Optional[list[str]], option: str = "--judge-opt") -> dict[str, str]:
+    """``key=value`` backend options (``--judge-opt base_url=http://...``, ``--generator-opt ...``)."""
     out = {}
     for p in pairs or []:
         if "=" not in p:
             raise typer.BadParameter(f"'{p}' must look like KEY=VALUE, e.g. base_url=http://127.0.0.1:8000/v1",
-                                     param_hint="--judge-opt")
+                                     param_hint=option)
         k, v = p.split("=", 1)
         out[k.strip()] = v.strip()
     return out
@@ -34,7 +34,8 @@ def run_judging(records, rubric, judge, *, out, mode, n, temperature, max_tokens
     from rich.markup import escape
 
     from csem.data.records import write_records
-    from csem.judge import BackendError, judge_records
+    from csem.judge import judge_records
+    from csem.llm import BackendError
     from csem.judge.pivot import pivot_table
     from csem.rubrics import RubricError
 

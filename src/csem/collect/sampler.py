@@ -21,46 +21,31 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Literal, Protocol
+from typing import Any, Iterable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from csem.collect.prompts import render_task_prompt
 from csem.data.records import references_of
+from csem.llm import GenerateConfig, Model, gather_all, get_model, run_sync
 
-
-class Generator(Protocol):
-    """Anything that turns chat messages into ``n`` candidate texts."""
-
-    identity: str
-
-    def generate(self, messages: list[dict[str, str]], *, n: int, seed: int, **decoding: Any) -> list[str]: ...
-
-
-class DecodingConfig(BaseModel):
-    """Decoding settings of stage i (the paper: top-k sampling, k = 50)."""
-
-    model_config = ConfigDict(extra="forbid")
-    strategy: Literal["top_k", "top_p", "beam", "diverse_beam"] = "top_k"
-    top_k: int = Field(50, ge=1)
-    top_p: float = Field(0.95, gt=0, le=1)
-    temperature: float = Field(1.0, gt=0)
-    max_tokens: int = Field(64, ge=1, le=4096)
-    num_beams: int = Field(4, ge=1)
-    num_beam_groups: int = Field(2, ge=1)
-    diversity_penalty: float = 0.5
+#: stage i's decoding unless the run or a generator says otherwise: top-k sampling with k = 50
+#: (CSEM Sec. IV-B), temperature 1, at most 64 new tokens
+DEFAULT_DECODING = GenerateConfig(temperature=1.0, top_k=50, top_p=1.0, max_tokens=64)
 
 
 class GeneratorSpec(BaseModel):
-    """One generator checkpoint: a backend URI, how many candidates to sample per source and,
-    optionally, its own decoding settings (default: the run's), e.g. a higher temperature for a
-    system meant to be weaker."""
+    """One generator checkpoint: a backend URI (:mod:`csem.llm`: ``local``, ``llama-cpp:PATH``,
+    ``openai:MODEL``, ``hf:MODEL``, plug-ins), how many candidates to sample per source, backend
+    options (e.g. ``base_url``, ``concurrency``) and, optionally, its own decoding settings, merged
+    over the run's (e.g. a higher temperature for a system meant to be weaker)."""
 
     model_config = ConfigDict(extra="forbid")
     uri: str
     num_samples: int = Field(4, ge=1, le=1000)
     name: str | None = None  # the system_id of its candidates; default: derived from the URI
-    decoding: DecodingConfig | None = None
+    decoding: GenerateConfig | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
 
     @property
     def system_id(self) -> str:
@@ -96,65 +81,13 @@ def _norm(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip().lower()
 
 
-def open_generator(uri: str) -> Generator:
-    """A generator for a URI: ``hf:MODEL`` (transformers) or any judge backend URI with ``generate``
-    (``local``, ``llama-cpp:PATH``, ``openai:MODEL``; see :mod:`csem.judge.backends`)."""
-    if uri.startswith("hf:"):
-        from csem.collect.hf_generator import HFGenerator
-
-        return HFGenerator(uri[3:])
-    from csem.collect.backend_generator import BackendGenerator
-
-    return BackendGenerator(uri)
+def decoding_of(spec: GeneratorSpec, decoding: GenerateConfig | None) -> GenerateConfig:
+    """The decoding a generator samples with: :data:`DEFAULT_DECODING`, then the run's ``decoding``,
+    then the generator's own (each overriding the fields it sets); ``n`` and ``seed`` are per sample."""
+    return DEFAULT_DECODING.merge(decoding).merge(spec.decoding).model_copy(update={"n": None, "seed": None})
 
 
-def collect_candidates(
-    sources: Iterable[dict],
-    generators: list[GeneratorSpec],
-    *,
-    task: str = "summarize",
-    decoding: DecodingConfig | None = None,
-    seed: int = 0,
-    include_reference: bool = True,
-    keep: Literal["all", "one"] = "all",
-    duplicates: Literal["drop", "keep"] = "drop",
-    empty: Literal["drop", "keep"] = "drop",
-    partial_path: str | Path | None = None,
-    progress: bool = True,
-    open_fn=open_generator,
-) -> tuple[list[dict], CollectSummary]:
-    """Sample candidates for every source from every generator (CSEM stage i).
-
-    Args:
-        sources: records with ``id`` (or ``doc_id``), ``source`` and optionally ``reference``.
-        generators: the checkpoints to sample from, each with its ``num_samples`` (J).
-        task: a task prompt name (:data:`csem.collect.prompts.TASK_PROMPTS`) or template.
-        decoding: sampling settings; default top-k with k = 50 (the paper's choice).
-        seed: the run seed; each sample's seed is derived from (seed, source, system, k).
-        include_reference: add each source's reference(s) as candidates (system ``reference``).
-        keep: ``all`` candidates, or ``one`` picked at random per source (CSEM Sec. IV-B).
-        duplicates / empty: ``drop`` or ``keep`` candidates that repeat another candidate of the
-            same source (after whitespace and case folding) or are empty; counted either way.
-        partial_path: a JSONL file where each finished sample is appended; on a re-run its samples
-            are reused (when made with the same decoding settings) and only the missing ones are
-            generated.
-
-    Returns:
-        (candidate records, :class:`CollectSummary`).
-
-    Raises:
-        ValueError: a source has no id or an empty text; no generators; ids repeat.
-    """
-    decoding = decoding or DecodingConfig()
-    for name, value, allowed in (("keep", keep, ("all", "one")), ("duplicates", duplicates, ("drop", "keep")),
-                                 ("empty", empty, ("drop", "keep"))):
-        if value not in allowed:
-            raise ValueError(f"{name} must be one of {', '.join(allowed)}, got '{value}'")
-    if not generators:
-        raise ValueError("collect needs at least one generator")
-    names = [g.system_id for g in generators]
-    if len(set(names)) != len(names):
-        raise ValueError(f"generator names must differ (got {names}); set 'name' for each")
+def _check_sources(sources: Iterable[dict]) -> list[tuple[str, dict]]:
     srcs = []
     seen_ids: set[str] = set()
     for i, s in enumerate(sources, start=1):
@@ -168,11 +101,11 @@ def collect_candidates(
             raise ValueError(f"source '{sid}' (row {i}) has an empty or missing 'source' text")
         seen_ids.add(sid)
         srcs.append((sid, s))
-    summary = CollectSummary(sources=len(srcs))
-    start = time.perf_counter()
+    return srcs
 
+
+def _read_partial(partial: Path | None) -> dict[str, dict]:
     done: dict[str, dict] = {}
-    partial = Path(partial_path) if partial_path else None
     if partial and partial.exists():
         for line in partial.read_text(encoding="utf-8").splitlines():
             if line.strip():
@@ -181,66 +114,59 @@ def collect_candidates(
                 except json.JSONDecodeError:
                     continue  # a line cut by a crash: regenerate that sample
                 done[rec["id"]] = rec
-    sink = partial.open("a", encoding="utf-8") if partial else None
+    return done
 
-    raw: list[dict] = []
+
+async def _sample_generator(spec: GeneratorSpec, decoding: GenerateConfig, srcs: list[tuple[str, dict]], task: str,
+                            seed: int, done: dict[str, dict], sink, advance, summary: "CollectSummary") -> list[dict]:
+    """Every sample of one generator: resumed ones from ``done``, the rest generated concurrently
+    (as many in flight as the backend wrapper allows), each appended to ``sink`` when it finishes."""
+    decoding_dict = decoding.model_dump(exclude_none=True)
+    # a sample resumes only if it was made with the same decoding settings
+    fresh = {rid: rec for rid, rec in done.items() if rec.get("collect.decoding") == decoding_dict}
+    out: list[dict] = []
+    todo: list[tuple[str, dict, int]] = []
+    for sid, s in srcs:
+        for k in range(spec.num_samples):
+            rid = f"{sid}/{spec.system_id}/{k}"
+            if rid in fresh:
+                out.append(fresh[rid])
+                summary.resumed += 1
+                advance()
+            else:
+                todo.append((sid, s, k))
+    if not todo:
+        return out
+    model: Model = get_model(spec.uri, **spec.options)
     try:
-        from rich.progress import Progress
+        model.check(decoding)
 
-        total = len(srcs) * sum(g.num_samples for g in generators)
-        with Progress(disable=not progress, transient=False) as bar:
-            task_id = bar.add_task("collect", total=total)
-            for spec in generators:
-                decoding_dict = (spec.decoding or decoding).model_dump()
-                # a sample resumes only if it was made with the same decoding settings
-                fresh = {rid: rec for rid, rec in done.items() if rec.get("collect.decoding") == decoding_dict}
-                gen = None
-                for sid, s in srcs:
-                    todo = [k for k in range(spec.num_samples) if f"{sid}/{spec.system_id}/{k}" not in fresh]
-                    if todo and gen is None:
-                        gen = open_fn(spec.uri)
-                    messages = render_task_prompt(task, s["source"])
-                    for k in range(spec.num_samples):
-                        rid = f"{sid}/{spec.system_id}/{k}"
-                        if rid in fresh:
-                            raw.append(fresh[rid])
-                            summary.resumed += 1
-                            bar.advance(task_id)
-                            continue
-                        sd = sample_seed(seed, sid, spec.system_id, k)
-                        text = gen.generate(messages, n=1, seed=sd, **decoding_dict)[0]
-                        rec = {
-                            "id": rid, "doc_id": sid, "system_id": spec.system_id,
-                            "source": s["source"], "candidate": text, "reference": s.get("reference"),
-                            "collect.generator": spec.uri, "collect.checkpoint": getattr(gen, "identity", spec.uri),
-                            "collect.decoding": decoding_dict, "collect.seed": sd, "collect.sample": k,
-                        }
-                        raw.append(rec)
-                        summary.generated += 1
-                        if sink:
-                            sink.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                            sink.flush()
-                        bar.advance(task_id)
-                if gen is not None and hasattr(gen, "close"):
-                    gen.close()
+        async def one(sid: str, s: dict, k: int) -> None:
+            sd = sample_seed(seed, sid, spec.system_id, k)
+            answers = await model.generate(render_task_prompt(task, s["source"]), decoding.merge(GenerateConfig(n=1, seed=sd)))
+            rec = {
+                "id": f"{sid}/{spec.system_id}/{k}", "doc_id": sid, "system_id": spec.system_id,
+                "source": s["source"], "candidate": answers[0].text.strip(), "reference": s.get("reference"),
+                "collect.generator": spec.uri, "collect.checkpoint": model.id,
+                "collect.decoding": decoding_dict, "collect.seed": sd, "collect.sample": k,
+            }
+            out.append(rec)
+            summary.generated += 1
+            if sink:
+                sink.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                sink.flush()
+            advance()
+
+        await gather_all([one(*t) for t in todo])
     finally:
-        if sink:
-            sink.close()
+        model.close()
+    return out
 
-    by_source: dict[str, list[dict]] = {sid: [] for sid, _ in srcs}
-    for rec in raw:
-        by_source[rec["doc_id"]].append(rec)
-    if include_reference:
-        for sid, s in srcs:
-            for j, ref in enumerate(references_of(s)):
-                by_source[sid].append({
-                    "id": f"{sid}/reference/{j}", "doc_id": sid, "system_id": "reference", "source": s["source"],
-                    "candidate": ref, "reference": s.get("reference"), "collect.generator": "reference",
-                    "collect.checkpoint": "reference", "collect.decoding": None, "collect.seed": None,
-                    "collect.sample": j,
-                })
-                summary.references += 1
 
+def _pool(by_source: dict[str, list[dict]], srcs, *, seed: int, keep: str, duplicates: str, empty: str,
+          summary: "CollectSummary") -> list[dict]:
+    """Flag empty and duplicate candidates (after whitespace and case folding), drop or keep them,
+    and keep all or one random candidate per source."""
     out: list[dict] = []
     for sid, _ in srcs:
         pool = []
@@ -265,8 +191,119 @@ def collect_candidates(
             rng = random.Random(sample_seed(seed, sid, "keep-one", 0))
             pool = [rng.choice(pool)]
         out.extend(pool)
+    return out
+
+
+async def acollect_candidates(
+    sources: Iterable[dict],
+    generators: list[GeneratorSpec],
+    *,
+    task: str = "summarize",
+    decoding: GenerateConfig | None = None,
+    seed: int = 0,
+    include_reference: bool = True,
+    keep: Literal["all", "one"] = "all",
+    duplicates: Literal["drop", "keep"] = "drop",
+    empty: Literal["drop", "keep"] = "drop",
+    partial_path: str | Path | None = None,
+    progress: bool = True,
+) -> tuple[list[dict], "CollectSummary"]:
+    """Async core of :func:`collect_candidates` (same arguments and result)."""
+    for name, value, allowed in (("keep", keep, ("all", "one")), ("duplicates", duplicates, ("drop", "keep")),
+                                 ("empty", empty, ("drop", "keep"))):
+        if value not in allowed:
+            raise ValueError(f"{name} must be one of {', '.join(allowed)}, got '{value}'")
+    if not generators:
+        raise ValueError("collect needs at least one generator")
+    names = [g.system_id for g in generators]
+    if len(set(names)) != len(names):
+        raise ValueError(f"generator names must differ (got {names}); set 'name' for each")
+    srcs = _check_sources(sources)
+    summary = CollectSummary(sources=len(srcs))
+    start = time.perf_counter()
+    partial = Path(partial_path) if partial_path else None
+    done = _read_partial(partial)
+    sink = partial.open("a", encoding="utf-8") if partial else None
+
+    raw: list[dict] = []
+    try:
+        from rich.progress import Progress
+
+        total = len(srcs) * sum(g.num_samples for g in generators)
+        with Progress(disable=not progress, transient=False) as bar:
+            task_id = bar.add_task("collect", total=total)
+            for spec in generators:  # one generator at a time: an in-process model is loaded, used, closed
+                raw += await _sample_generator(spec, decoding_of(spec, decoding), srcs, task, seed, done, sink,
+                                               lambda: bar.advance(task_id), summary)
+    finally:
+        if sink:
+            sink.close()
+
+    by_source: dict[str, list[dict]] = {sid: [] for sid, _ in srcs}
+    for rec in raw:
+        by_source[rec["doc_id"]].append(rec)
+    if include_reference:
+        for sid, s in srcs:
+            for j, ref in enumerate(references_of(s)):
+                by_source[sid].append({
+                    "id": f"{sid}/reference/{j}", "doc_id": sid, "system_id": "reference", "source": s["source"],
+                    "candidate": ref, "reference": s.get("reference"), "collect.generator": "reference",
+                    "collect.checkpoint": "reference", "collect.decoding": None, "collect.seed": None,
+                    "collect.sample": j,
+                })
+                summary.references += 1
+    out = _pool(by_source, srcs, seed=seed, keep=keep, duplicates=duplicates, empty=empty, summary=summary)
     summary.kept = len(out)
     for rec in out:
         summary.per_system[rec["system_id"]] = summary.per_system.get(rec["system_id"], 0) + 1
     summary.seconds = time.perf_counter() - start
     return out, summary
+
+
+def collect_candidates(
+    sources: Iterable[dict],
+    generators: list[GeneratorSpec],
+    *,
+    task: str = "summarize",
+    decoding: GenerateConfig | None = None,
+    seed: int = 0,
+    include_reference: bool = True,
+    keep: Literal["all", "one"] = "all",
+    duplicates: Literal["drop", "keep"] = "drop",
+    empty: Literal["drop", "keep"] = "drop",
+    partial_path: str | Path | None = None,
+    progress: bool = True,
+) -> tuple[list[dict], "CollectSummary"]:
+    """Sample candidates for every source from every generator (CSEM stage i).
+
+    Each generator's samples are requested concurrently through its :class:`csem.llm.Model`, so as
+    many are in flight as the backend's ``concurrency`` option allows (default 8 for ``openai:``,
+    1 for in-process models); results are keyed by sample, so neither concurrency nor completion
+    order changes a text.
+
+    Args:
+        sources: records with ``id`` (or ``doc_id``), ``source`` and optionally ``reference``.
+        generators: the checkpoints to sample from, each with its ``num_samples`` (J) and options.
+        task: a task prompt name (:data:`csem.collect.prompts.TASK_PROMPTS`) or template.
+        decoding: sampling settings over :data:`DEFAULT_DECODING` (top-k with k = 50, the paper's
+            choice); a generator's own ``decoding`` is merged over it.
+        seed: the run seed; each sample's seed is derived from (seed, source, system, k).
+        include_reference: add each source's reference(s) as candidates (system ``reference``).
+        keep: ``all`` candidates, or ``one`` picked at random per source (CSEM Sec. IV-B).
+        duplicates / empty: ``drop`` or ``keep`` candidates that repeat another candidate of the
+            same source (after whitespace and case folding) or are empty; counted either way.
+        partial_path: a JSONL file where each finished sample is appended; on a re-run its samples
+            are reused (when made with the same decoding settings) and only the missing ones are
+            generated.
+
+    Returns:
+        (candidate records, :class:`CollectSummary`).
+
+    Raises:
+        ValueError: a source has no id or an empty text; no generators; ids repeat; a decoding the
+            backend cannot do (beam search on a sampling backend).
+        csem.llm.BackendError: a generator failed (finished samples stay in ``partial_path``).
+    """
+    return run_sync(acollect_candidates(sources, generators, task=task, decoding=decoding, seed=seed,
+                                        include_reference=include_reference, keep=keep, duplicates=duplicates,
+                                        empty=empty, partial_path=partial_path, progress=progress))

@@ -3,20 +3,17 @@
 >>> from csem.judge import judge_records
 >>> rows, summary = judge_records(records, "geval/summeval-coherence", "local")  # doctest: +SKIP
 
-Backends are chosen by URI (``local``, ``llama-cpp:PATH``, ``openai:MODEL``); see
-:mod:`csem.judge.backends`.
+Judges are chosen by backend URI (``local``, ``llama-cpp:PATH``, ``openai:MODEL``); the backends,
+their generation config and request policy live one layer down, in :mod:`csem.llm`.
 """
 
 from __future__ import annotations
 
-from csem.judge.backends.base import (Backend, BackendError, GenerationConfig, GenerationResult, LogprobsUnsupported,
-                                      ScoreDistribution, get_backend, register_backend, run_sync)
 from csem.judge.cache import JudgmentCache, judgment_key
 from csem.judge.parse import ParseResult, parse_score
 from csem.judge.runner import JudgeSummary, ajudge_records, judge_records, score_columns
 from csem.judge.scoring import MODES, Judgment, score_parse, score_probs, score_sample, weighted_score
 
-__all__ = ["Backend", "BackendError", "GenerationConfig", "GenerationResult", "LogprobsUnsupported",
-           "ScoreDistribution", "get_backend", "register_backend", "run_sync", "JudgmentCache", "judgment_key",
-           "ParseResult", "parse_score", "JudgeSummary", "ajudge_records", "judge_records", "score_columns", "MODES",
-           "Judgment", "score_parse", "score_probs", "score_sample", "weighted_score"]
+__all__ = ["JudgmentCache", "judgment_key", "ParseResult", "parse_score", "JudgeSummary", "ajudge_records",
+           "judge_records", "score_columns", "MODES", "Judgment", "score_parse", "score_probs", "score_sample",
+           "weighted_score"]

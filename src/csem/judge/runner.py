@@ -5,7 +5,10 @@
 source's prompt prefix once; results are keyed by (record, column), so neither input order nor
 batch composition changes a score. Each judgment is written to the SQLite cache as soon as it
 finishes; a re-run judges only what is missing. Transient backend failures (server down, 5xx, 429,
-timeouts, deadline) are recorded as missing with their reason but never cached.
+timeouts, deadline) are recorded as missing with their reason but never cached. Concurrency,
+retries, the deadline and giving up on a dead backend are the LLM wrapper's
+(:class:`csem.llm.Model`); the runner only switches the scoring mode when the backend has no token
+probabilities.
 """
 
 from __future__ import annotations
@@ -17,12 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from csem.judge.backends.base import Backend, BackendError, GenerationConfig, LogprobsUnsupported, get_backend, run_sync
 from csem.judge.cache import JudgmentCache, judgment_key
 from csem.judge.scoring import MODES, Judgment, score_probs, score_sample, weighted_score
+from csem.llm import (NOT_ATTEMPTED, BackendError, BackendUnavailable, GenerateConfig, LogprobsUnsupported, Model,
+                      ModelAPI, get_model, run_sync)
 from csem.rubrics import Rubric, load_rubrics
-
-NOT_ATTEMPTED = "not attempted: backend unavailable"
 
 
 @dataclass
@@ -114,7 +116,7 @@ def _progress(enabled: bool):
 async def ajudge_records(
     records: Iterable[Mapping[str, Any]],
     rubrics: str | Rubric | Sequence[str | Rubric],
-    judge: str | Backend,
+    judge: str | ModelAPI | Model,
     *,
     mode: str = "probs",
     n: int = 20,
@@ -156,13 +158,12 @@ async def ajudge_records(
             raise ValueError(f"record {i + 1} (id {recs[i].get('id')!r}): {exc.args[0]}") from None
         jobs.append(_Job(i, r, a, columns[(r.id, a)], msgs))
 
-    backend = get_backend(judge, **dict(backend_options or {}))
+    backend = get_model(judge, max_consecutive_failures=max_consecutive_failures, **dict(backend_options or {}))
     own_cache = not isinstance(cache, JudgmentCache)
     store = cache if isinstance(cache, JudgmentCache) else JudgmentCache(cache)
     summary = JudgeSummary(total=len(jobs))
     results: dict[tuple[int, str], Judgment] = {}
-    state = {"mode": mode, "consecutive_failures": 0, "abort": False}
-    sem = asyncio.Semaphore(max(1, int(getattr(backend, "concurrency", 1))))
+    state = {"mode": mode}
     bar = _progress(progress)
     task_id = bar.add_task("judging", total=len(jobs), note="") if bar else None
 
@@ -170,9 +171,9 @@ async def ajudge_records(
         if m == "probs":
             return {"scores": r.scale.values}
         if m == "sample":
-            return GenerationConfig(n=n, max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                                    seed=seed).as_dict()
-        return GenerationConfig(n=1, max_tokens=max_tokens, temperature=0.0, top_k=0, top_p=1.0, seed=0).as_dict()
+            return GenerateConfig(n=n, max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+                                  seed=seed).cache_params()
+        return GenerateConfig(n=1, max_tokens=max_tokens, temperature=0.0, top_k=0, top_p=1.0, seed=0).cache_params()
 
     def from_cache(row: dict, m: str) -> Judgment:
         probs = {int(k): float(v) for k, v in row["probs"].items()} if row.get("probs") else None
@@ -187,62 +188,57 @@ async def ajudge_records(
         scale = (job.rubric.scale.min, job.rubric.scale.max)
         if m == "probs":
             return await score_probs(backend, job.messages, job.rubric.scale.values, min_mass=min_mass)
-        cfg = GenerationConfig(**params_for(m, job.rubric))
+        cfg = GenerateConfig(**params_for(m, job.rubric))
         return await score_sample(backend, job.messages, scale, cfg, aspect=job.aspect)
 
     async def run(job: _Job) -> None:
-        async with sem:
-            j: Judgment | None = None
-            for _attempt in range(2):  # a second pass only after a probs -> fallback switch
-                m = state["mode"]
-                key = judgment_key(backend.id, job.messages, m, params_for(m, job.rubric))
-                row = store.get(key)
-                if row is not None:
-                    j = from_cache(row, m)
-                    break
-                if state["abort"]:
-                    j = Judgment(score=None, missing=NOT_ATTEMPTED, mode=m, transient=True)
-                    break
-                try:
-                    j = await compute(job, m)
-                except LogprobsUnsupported as exc:
-                    if fallback == "none":
-                        raise
-                    if state["mode"] == "probs":
-                        state["mode"] = fallback
-                        summary.fallback = f"backend gives no token probabilities ({exc}); used mode '{fallback}'"
-                    continue
-                except BackendError as exc:
-                    msg = str(exc)
-                    if not exc.transient:
-                        j = Judgment(score=None, missing=f"backend error: {msg}", mode=m)
-                    else:
-                        j = Judgment(score=None, missing=f"backend error: {msg}", mode=m, transient=True)
-                        state["consecutive_failures"] += 1
-                        if state["consecutive_failures"] >= max_consecutive_failures:
-                            state["abort"] = True
-                    if msg not in summary.errors and len(summary.errors) < 5:
-                        summary.errors.append(msg)
-                    break
-                state["consecutive_failures"] = 0
-                store.put(key, backend=backend.id, mode=j.mode, rubric=f"{job.rubric.id}@{job.rubric.version}",
-                          aspect=job.aspect, score=j.score,
-                          missing=j.missing, raw=j.raw, mass=j.mass, probs=j.probs, prompt_tokens=j.prompt_tokens,
-                          completion_tokens=j.completion_tokens, latency_s=j.latency_s)
+        j: Judgment | None = None
+        for _attempt in range(2):  # a second pass only after a probs -> fallback switch
+            m = state["mode"]
+            key = judgment_key(backend.id, job.messages, m, params_for(m, job.rubric))
+            row = store.get(key)
+            if row is not None:
+                j = from_cache(row, m)
                 break
-            assert j is not None
-            results[(job.index, job.column)] = j
-            if j.cached:
-                summary.cached += 1
-            elif j.transient:
-                summary.failed += 1
-            else:
-                summary.judged += 1
-                summary.prompt_tokens += j.prompt_tokens
-                summary.completion_tokens += j.completion_tokens
-                summary.evaluated_tokens += max(j.evaluated_tokens, 0) if j.evaluated_tokens >= 0 else j.prompt_tokens
-            if bar is not None:
-                bar.update(task_id, advance=1, note=f"{summary.cached} cached, {summary.failed} failed")
+            try:
+                j = await compute(job, m)
+            except BackendUnavailable:  # the wrapper gave up on the backend: not attempted
+                j = Judgment(score=None, missing=NOT_ATTEMPTED, mode=m, transient=True)
+                break
+            except LogprobsUnsupported as exc:
+                if fallback == "none":
+                    raise
+                if state["mode"] == "probs":
+                    state["mode"] = fallback
+                    summary.fallback = f"backend gives no token probabilities ({exc}); used mode '{fallback}'"
+                continue
+            except BackendError as exc:
+                msg = str(exc)
+                if not exc.transient:
+                    j = Judgment(score=None, missing=f"backend error: {msg}", mode=m)
+                else:
+                    j = Judgment(score=None, missing=f"backend error: {msg}", mode=m, transient=True)
+                if msg not in summary.errors and len(summary.errors) < 5:
+                    summary.errors.append(msg)
+                break
+            store.put(key, backend=backend.id, mode=j.mode, rubric=f"{job.rubric.id}@{job.rubric.version}",
+                      aspect=job.aspect, score=j.score,
+                      missing=j.missing, raw=j.raw, mass=j.mass, probs=j.probs, prompt_tokens=j.prompt_tokens,
+                      completion_tokens=j.completion_tokens, latency_s=j.latency_s)
+            break
+        assert j is not None
+        results[(job.index, job.column)] = j
+        if j.cached:
+            summary.cached += 1
+        elif j.transient:
+            summary.failed += 1
+        else:
+            summary.judged += 1
+            summary.prompt_tokens += j.prompt_tokens
+            summary.completion_tokens += j.completion_tokens
+            summary.evaluated_tokens += max(j.evaluated_tokens, 0) if j.evaluated_tokens >= 0 else j.prompt_tokens
+        if bar is not None:
+            bar.update(task_id, advance=1, note=f"{summary.cached} cached, {summary.failed} failed")
 
     try:
         if bar is not None:
@@ -289,7 +285,7 @@ def _reason_kind(reason: str | None) -> str:
 def judge_records(
     records: Iterable[Mapping[str, Any]],
     rubrics: str | Rubric | Sequence[str | Rubric],
-    judge: str | Backend,
+    judge: str | ModelAPI | Model,
     *,
     mode: str = "probs",
     n: int = 20,

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from csem.judge.backends.base import Backend, GenerationConfig, Messages
+from csem.llm import GenerateConfig, Messages, Model
 from csem.judge.parse import parse_score
 
 MODES = ("probs", "sample", "parse")
@@ -68,7 +68,7 @@ def weighted_score(probs: dict[int, float], *, min_mass: float = 0.0) -> tuple[f
     return float(sum(int(s) * p for s, p in probs.items()) / mass), mass, None
 
 
-async def score_probs(backend: Backend, messages: Messages, scale: Sequence[int], *, min_mass: float = 0.0) -> Judgment:
+async def score_probs(backend: Model, messages: Messages, scale: Sequence[int], *, min_mass: float = 0.0) -> Judgment:
     """Probability-weighted score over ``scale`` (a list of integer scores). Raises BackendError."""
     t0 = time.perf_counter()
     dist = await backend.score_distribution(messages, list(scale))
@@ -78,7 +78,7 @@ async def score_probs(backend: Backend, messages: Messages, scale: Sequence[int]
                     prompt_tokens=dist.prompt_tokens, evaluated_tokens=dist.evaluated_tokens, latency_s=dt)
 
 
-async def score_sample(backend: Backend, messages: Messages, scale: tuple[int, int], config: GenerationConfig,
+async def score_sample(backend: Model, messages: Messages, scale: tuple[int, int], config: GenerateConfig,
                        *, aspect: str | None = None) -> Judgment:
     """Mean of the parsed scores of ``config.n`` sampled answers. Raises BackendError."""
     t0 = time.perf_counter()
@@ -87,6 +87,7 @@ async def score_sample(backend: Backend, messages: Messages, scale: tuple[int, i
     parsed = [parse_score(o.text, scale, aspect=aspect) for o in outs]
     good = [p.score for p in parsed if p.score is not None]
     texts = [o.text for o in outs]
+    config = config.resolved()
     mode = "sample" if config.n > 1 or config.temperature > 0 else "parse"
     base = dict(raw=json.dumps(texts, ensure_ascii=False) if mode == "sample" else texts[0], mode=mode,
                 prompt_tokens=max((o.prompt_tokens for o in outs), default=0),
@@ -98,8 +99,8 @@ async def score_sample(backend: Backend, messages: Messages, scale: tuple[int, i
     return Judgment(score=float(sum(good) / len(good)), **base)
 
 
-async def score_parse(backend: Backend, messages: Messages, scale: tuple[int, int], *, max_tokens: int = 16,
+async def score_parse(backend: Model, messages: Messages, scale: tuple[int, int], *, max_tokens: int = 16,
                       aspect: str | None = None) -> Judgment:
     """One greedy answer, parsed. Raises BackendError."""
-    cfg = GenerationConfig(n=1, max_tokens=max_tokens, temperature=0.0, top_k=0, top_p=1.0, seed=0)
+    cfg = GenerateConfig(n=1, max_tokens=max_tokens, temperature=0.0, top_k=0, top_p=1.0, seed=0)
     return await score_sample(backend, messages, scale, cfg, aspect=aspect)

@@ -16,7 +16,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from csem.collect.sampler import DecodingConfig, GeneratorSpec
+from csem.collect.sampler import GeneratorSpec
+from csem.llm import GenerateConfig
 
 STAGES = ("collect", "annotate", "train", "score", "meta_eval", "report")
 EXAMPLES_DIR = Path(__file__).parent / "examples"
@@ -44,7 +45,7 @@ class SplitConfig(_Strict):
 class CollectConfig(_Strict):
     generators: list[GeneratorSpec]
     task: str = "summarize"
-    decoding: DecodingConfig = Field(default_factory=DecodingConfig)
+    decoding: GenerateConfig = Field(default_factory=GenerateConfig)  # over collect's DEFAULT_DECODING (top-k 50)
     include_reference: bool = True
     keep: Literal["all", "one"] = "all"
     duplicates: Literal["drop", "keep"] = "drop"

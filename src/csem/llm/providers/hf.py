@@ -1,32 +1,46 @@
-"""Candidate generation with transformers models (seq2seq or causal; local folder or hub id).
+"""Generation with transformers models (``hf:MODEL``; seq2seq or causal; local folder or hub id).
 
-Supports what llama.cpp cannot: beam search and diverse beam search (Vijayakumar et al. 2016,
+Offers what llama.cpp cannot: beam search and diverse beam search (Vijayakumar et al. 2016,
 ``num_beam_groups`` + ``diversity_penalty`` in ``transformers.GenerationConfig``), besides top-k and
-top-p sampling. Loading a hub id needs network access; a local folder (or a GGUF file read by
-transformers with the ``gguf`` package) works offline.
+top-p sampling, behind the same :class:`csem.llm.api.ModelAPI` as every other backend. Loading a hub
+id needs network access; a local folder (or a GGUF file read by transformers with the ``gguf``
+package) works offline. No token probabilities for scoring (the judge falls back to ``parse``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+import os
+import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
+
+from csem.llm.api import GenerationResult, LogprobsUnsupported, Messages, ScoreDistribution
+from csem.llm.config import GenerateConfig
 
 
-@dataclass
-class HFGenerator:
-    """A transformers generator.
+class HFBackend:
+    """A transformers model in this process; requests are served one at a time.
 
     Args:
-        model: a local folder, a hub id, or ``FOLDER::FILE.gguf`` to read a GGUF through
-            transformers (dequantised to fp32 at load).
+        model: a local folder, a hub id, a ``.gguf`` file, or ``FOLDER::FILE.gguf`` to read a GGUF
+            through transformers (dequantised to fp32 at load, converted once into the csem cache).
         device: ``cpu`` (default), ``cuda`` or ``auto``.
     """
 
-    model: str
-    device: str = "cpu"
+    max_concurrency = 1
+    default_concurrency = 1
+    features = frozenset({"beam_search"})
 
-    def __post_init__(self) -> None:
+    def __init__(self, model: str, *, device: str = "cpu"):
+        if not model:
+            raise ValueError("hf backend needs a model: hf:FOLDER_OR_HUB_ID or hf:FILE.gguf")
+        self.model, self.device = model, device
+        self.id = f"hf:{model}"
+        self._lock = threading.Lock()
+        self._load()
+
+    def _load(self) -> None:
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
@@ -71,49 +85,41 @@ class HFGenerator:
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
 
-    @property
-    def identity(self) -> str:
-        return f"hf:{self.model}"
-
-    def _encode(self, messages: list[dict[str, str]]):
+    def _encode(self, messages: Messages):
         if not self.is_seq2seq and getattr(self.tokenizer, "chat_template", None):
-            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            text = self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
         else:
             text = "\n\n".join(m["content"] for m in messages if m["role"] != "system")
         return self.tokenizer(text, return_tensors="pt", truncation=True).to(self.device)
 
-    def generate(self, messages: list[dict[str, str]], *, n: int, seed: int, strategy: str = "top_k",
-                 top_k: int = 50, top_p: float = 1.0, temperature: float = 1.0, max_tokens: int = 64,
-                 num_beams: int = 4, num_beam_groups: int = 2, diversity_penalty: float = 0.5) -> list[str]:
-        """Return ``n`` candidates for one prompt (deterministic for a given ``seed``).
-
-        ``strategy``: ``top_k`` | ``top_p`` (sampling), ``beam`` (the ``n`` best beams; needs
-        ``num_beams >= n``) or ``diverse_beam``.
-        """
+    def _generate(self, messages: Messages, config: GenerateConfig) -> list[GenerationResult]:
+        """``config.n`` answers: sampling (top-k / top-p / temperature), or the ``n`` best beams when
+        ``num_beams > 1`` (diverse when ``num_beam_groups > 1``; beam search ignores the seed)."""
         import torch
         from transformers import GenerationConfig
 
         inputs = self._encode(messages)
-        common = dict(max_new_tokens=max_tokens, num_return_sequences=n,
+        common = dict(max_new_tokens=config.max_tokens, num_return_sequences=config.n,
                       pad_token_id=self.tokenizer.pad_token_id)
-        if strategy in ("top_k", "top_p"):
-            cfg = GenerationConfig(do_sample=True, temperature=temperature,
-                                   top_k=top_k if strategy == "top_k" else 0,
-                                   top_p=top_p if strategy == "top_p" else 1.0, **common)
-        elif strategy == "beam":
-            cfg = GenerationConfig(do_sample=False, num_beams=max(num_beams, n), **common)
-        elif strategy == "diverse_beam":
+        extra: dict[str, Any] = {}
+        if not config.beam_search:
+            if config.temperature == 0:
+                cfg = GenerationConfig(do_sample=False, **common)
+            else:
+                cfg = GenerationConfig(do_sample=True, temperature=config.temperature, top_k=config.top_k,
+                                       top_p=config.top_p, **common)
+        elif (config.num_beam_groups or 1) <= 1:
+            cfg = GenerationConfig(do_sample=False, num_beams=max(config.num_beams, config.n), **common)
+        else:
             # transformers >= 4.56 moved group (diverse) beam search to a hub-hosted
             # ``custom_generate`` recipe: it needs network access and trust_remote_code.
-            beams = max(num_beams, n, num_beam_groups)
-            beams += (-beams) % num_beam_groups
-            cfg = GenerationConfig(do_sample=False, num_beams=beams, num_beam_groups=num_beam_groups,
-                                   diversity_penalty=diversity_penalty, **common)
+            groups = config.num_beam_groups
+            beams = max(config.num_beams, config.n, groups)
+            beams += (-beams) % groups
+            cfg = GenerationConfig(do_sample=False, num_beams=beams, num_beam_groups=groups,
+                                   diversity_penalty=config.diversity_penalty or 0.0, **common)
             extra = {"custom_generate": "transformers-community/group-beam-search", "trust_remote_code": True}
-        else:
-            raise ValueError(f"unknown decoding strategy '{strategy}'")
-        if strategy != "diverse_beam":
-            extra = {}
+        seed = config.seed if config.seed is not None else int.from_bytes(os.urandom(4), "little")
         torch.manual_seed(seed)
         with torch.inference_mode():
             try:
@@ -122,6 +128,35 @@ class HFGenerator:
                 raise RuntimeError("diverse beam search in transformers >= 4.56 is fetched from the hub "
                                    "('transformers-community/group-beam-search'); it is unavailable offline: "
                                    f"{exc}") from exc
+        prompt_len = int(inputs["input_ids"].shape[1])
         if not self.is_seq2seq:
-            out = out[:, inputs["input_ids"].shape[1]:]
-        return [t.strip() for t in self.tokenizer.batch_decode(out, skip_special_tokens=True)]
+            out = out[:, prompt_len:]
+        results = []
+        for seq, text in zip(out, self.tokenizer.batch_decode(out, skip_special_tokens=True)):
+            finish = "length"
+            if config.stop and any(s in text for s in config.stop):
+                text, finish = text[: min(text.index(s) for s in config.stop if s in text)], "stop"
+            elif self.tokenizer.eos_token_id is not None and bool((seq == self.tokenizer.eos_token_id).any()):
+                finish = "stop"
+            n_tok = int((seq != self.tokenizer.pad_token_id).sum()) if self.tokenizer.pad_token_id is not None else len(seq)
+            results.append(GenerationResult(text=text, tokens=n_tok, prompt_tokens=prompt_len, finish_reason=finish))
+        return results
+
+    def _locked(self, fn, *args):
+        with self._lock:
+            return fn(*args)
+
+    async def generate(self, messages: Messages, config: GenerateConfig) -> list[GenerationResult]:
+        return await asyncio.to_thread(self._locked, self._generate, messages, config)
+
+    async def score_distribution(self, messages: Messages, scores: Sequence[int]) -> ScoreDistribution:
+        raise LogprobsUnsupported(f"{self.id}: the transformers backend offers no score distribution")
+
+    def close(self) -> None:
+        with self._lock:
+            self.net = None
+
+
+def hf_backend(target: str, **options: Any) -> HFBackend:
+    """``hf:MODEL`` -> :class:`HFBackend` (options: ``device``)."""
+    return HFBackend(target, **options)

@@ -1,4 +1,4 @@
-"""In-process GGUF judge through llama-cpp-python (``llama-cpp:PATH`` and ``local``).
+"""In-process GGUF models through llama-cpp-python (``llama-cpp:PATH`` and ``local``): judge and generator.
 
 * ``local`` = Qwen2.5-Coder-1.5B-Instruct Q4_K_M joined from its PyPI parts and sha256-verified by
   :func:`csem.assets.local_judge_gguf`; aliases ``llama-cpp:smollm2``, ``llama-cpp:qwen-0.5b``,
@@ -8,7 +8,8 @@
   turn starts right before the score.
 * **Prefix reuse**: the KV cache keeps the tokens of the previous request; a new request evaluates
   only the tokens after the longest common prefix (``Llama.n_tokens`` is cut back, ``Llama.eval``
-  drops the KV cells after it). The runner judges the candidates of one source in a row and every
+  drops the KV cells after it). Requests are served one at a time in submission order
+  (``max_concurrency = 1``). The judge runner submits the candidates of one source in a row and every
   rubric places source (and reference) before the candidate, so a source's prompt prefix is
   evaluated once. ``prefix_reuse=False`` resets the context before every request (benchmark).
 
@@ -38,8 +39,8 @@ import numpy as np
 # llama_cpp is imported, respected if the user set it already)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from csem.judge.backends.base import (BackendError, GenerationConfig, GenerationResult, Messages,
-                                      ScoreDistribution, register_backend)
+from csem.llm.api import BackendError, GenerationResult, Messages, ScoreDistribution
+from csem.llm.config import GenerateConfig
 
 
 PRUNE_LOGP = float(np.log(1e-7))
@@ -62,7 +63,8 @@ def _file_sha256(path: Path) -> str:
 
 
 class LlamaCppBackend:
-    """A GGUF model in this process (llama-cpp-python 0.3.x). Requests are served one at a time.
+    """A GGUF model in this process (llama-cpp-python 0.3.x), a :class:`csem.llm.api.ModelAPI`.
+    Requests are served one at a time.
 
     Args:
         model_path: GGUF file.
@@ -75,7 +77,9 @@ class LlamaCppBackend:
         name: short name used in :attr:`id` (default: the file name).
     """
 
-    concurrency = 1
+    max_concurrency = 1
+    default_concurrency = 1
+    features = frozenset()
 
     def __init__(self, model_path: str | Path, *, n_ctx: int = 4096, n_threads: int | None = None,
                  n_batch: int = 512, prefix_reuse: bool = True, block_size: int = 32, name: str | None = None,
@@ -214,7 +218,7 @@ class LlamaCppBackend:
                                  evaluated_tokens=evaluated, top=top)
 
     # ---------------------------------------------------------------- generation
-    def _generate(self, messages: Messages, config: GenerationConfig) -> list[GenerationResult]:
+    def _generate(self, messages: Messages, config: GenerateConfig) -> list[GenerationResult]:
         import llama_cpp
 
         prompt = self.prompt_tokens(messages)
@@ -268,7 +272,7 @@ class LlamaCppBackend:
     async def score_distribution(self, messages: Messages, scores: Sequence[int]) -> ScoreDistribution:
         return await asyncio.to_thread(self._locked, self._score_distribution, messages, list(scores))
 
-    async def generate(self, messages: Messages, config: GenerationConfig) -> list[GenerationResult]:
+    async def generate(self, messages: Messages, config: GenerateConfig) -> list[GenerationResult]:
         return await asyncio.to_thread(self._locked, self._generate, messages, config)
 
     def close(self) -> None:
@@ -308,6 +312,8 @@ def llama_cpp_backend(target: str, **options) -> LlamaCppBackend:
         return b
 
 
-register_backend("llama-cpp", llama_cpp_backend)
-register_backend("llama_cpp", llama_cpp_backend)
-register_backend("local", lambda target="", **o: llama_cpp_backend("local", **o))
+def local_backend(target: str = "", **options) -> LlamaCppBackend:
+    """``local``: the embedded judge (Qwen2.5-Coder-1.5B-Instruct Q4_K_M), as ``llama-cpp:local``."""
+    if target:
+        raise ValueError(f"'local' takes no model name (got 'local:{target}'); use llama-cpp:{target}")
+    return llama_cpp_backend("local", **options)

@@ -1,21 +1,29 @@
-"""OpenAI-compatible chat API judge (``openai:MODEL``): OpenAI, Azure OpenAI, vLLM, Ollama, llama.cpp's server.
+"""OpenAI-compatible chat API (``openai:MODEL``): OpenAI, Azure OpenAI, vLLM, Ollama, llama.cpp's server.
 
-Options (keyword arguments of :class:`OpenAIBackend`, or ``--judge-opt key=value`` on the CLI):
-``base_url`` (else ``OPENAI_BASE_URL``; Azure: ``AZURE_OPENAI_ENDPOINT``), ``api_key`` (else
-``OPENAI_API_KEY``, Azure: ``AZURE_OPENAI_API_KEY``; servers without auth need none),
-``api_version`` (Azure, else ``OPENAI_API_VERSION``), ``concurrency`` (requests in flight, default 8),
-``timeout`` (seconds per request), ``deadline`` (seconds for everything from the first request on;
-afterwards requests fail as transient), ``max_retries``, ``backoff`` / ``backoff_max`` (seconds).
+Provider options (``get_model("openai:MODEL", **options)``, ``--judge-opt`` / ``--generator-opt
+key=value`` on the CLI): ``base_url`` (else ``OPENAI_BASE_URL``; Azure: ``AZURE_OPENAI_ENDPOINT``),
+``api_key`` (else ``OPENAI_API_KEY``, Azure: ``AZURE_OPENAI_API_KEY``; servers without auth need none),
+``api_version`` (Azure, else ``OPENAI_API_VERSION``), ``azure``, ``timeout`` (seconds per request),
+``top_logprobs`` (alternatives read in ``probs`` mode, default 20). Concurrency (default 8),
+retries, backoff and the deadline are options of the wrapper (:class:`csem.llm.model.Model`).
 
-* Async core (``openai.AsyncOpenAI``) with a semaphore; retries with exponential backoff and full
-  jitter (tenacity ``wait_random_exponential``) on 429, 5xx, timeouts and connection errors.
-* ``probs``: one request with ``max_tokens=1, logprobs=True, top_logprobs=20``; p(s) is the summed
-  probability of the top tokens whose text (stripped) is the integer ``s``. With a tokenizer that
-  splits numbers into digits the first token of ``10`` is ``1``, so on scales beyond 9 the first-token
-  distribution is an approximation (exact on the in-process llama-cpp backend). A server that rejects
-  logprobs or returns none raises :class:`LogprobsUnsupported` and the runner falls back to
-  ``parse`` or ``sample``.
-* The API key never appears in :attr:`id`, error messages or the cache (errors are redacted).
+* One request per call (``openai.AsyncOpenAI`` with its own retries off); failures become
+  :class:`~csem.llm.api.BackendError`, ``transient`` for 429, 5xx, timeouts and connection errors.
+* ``probs``: one request with ``logprobs=True, top_logprobs=20``; p(s) is the summed probability of
+  the first answer token's top alternatives whose text (stripped) is the integer ``s``. This is exact
+  when (a) every score of the scale is a single token for the server's tokenizer (always for 1-5 and
+  1-9; for 0-100 with tokenizers that keep numbers up to 999 whole: OpenAI's cl100k_base/o200k_base,
+  Llama 3, but not Llama 2, Mistral, Qwen or SmolLM, which split numbers into digits), and (b) the
+  valid scores' mass lies within the ``top_logprobs`` returned (at most 20 on OpenAI: a score outside
+  them counts as 0; the judgment's ``mass`` shows what was seen). On scales beyond 9 the request
+  asks for three greedy tokens; when they show a number split over several tokens
+  (:func:`splits_numbers`) the first-token distribution would only be that of the first digit, so it
+  raises :class:`~csem.llm.api.LogprobsUnsupported` and the judge falls back to ``parse`` (or
+  ``sample``: ``judge_records(fallback=...)``) for the run, saying so in its summary. The in-process llama-cpp
+  provider is exact on any scale (chain rule over the tokens). A server that rejects logprobs or
+  returns none raises :class:`~csem.llm.api.LogprobsUnsupported` too.
+* The API key never appears in :attr:`id`; it is listed in :attr:`secrets`, which the wrapper
+  removes from every error message.
 """
 
 from __future__ import annotations
@@ -23,23 +31,23 @@ from __future__ import annotations
 import asyncio
 import math
 import os
-import re
-import time
 from typing import Any, Sequence
 from urllib.parse import urlparse
 
-from csem.judge.backends.base import (BackendError, GenerationConfig, GenerationResult, LogprobsUnsupported, Messages,
-                                      ScoreDistribution, register_backend)
+from csem.llm.api import BackendError, GenerationResult, LogprobsUnsupported, Messages, ScoreDistribution
+from csem.llm.config import GenerateConfig
 
 
 class OpenAIBackend:
-    """See the module docstring for options. Raises BackendError on failures (``transient`` set for
-    429/5xx/timeouts/connection errors after the retries are spent, and for the deadline)."""
+    """See the module docstring for options; a :class:`csem.llm.api.ModelAPI`."""
+
+    max_concurrency = None
+    default_concurrency = 8
+    features = frozenset({"logprobs"})
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
-                 api_version: str | None = None, azure: bool | None = None, concurrency: int = 8,
-                 timeout: float = 60.0, deadline: float | None = None, max_retries: int = 4, backoff: float = 0.5,
-                 backoff_max: float = 20.0, top_logprobs: int = 20):
+                 api_version: str | None = None, azure: bool | None = None, timeout: float = 60.0,
+                 top_logprobs: int = 20):
         if not model:
             raise ValueError("openai backend needs a model name: openai:MODEL (e.g. openai:gpt-4o-mini)")
         self.model = model
@@ -50,27 +58,18 @@ class OpenAIBackend:
         self.base_url = base_url or (az_endpoint if self.azure else os.environ.get("OPENAI_BASE_URL")) or None
         key = api_key or (os.environ.get("AZURE_OPENAI_API_KEY") if self.azure else None) or os.environ.get("OPENAI_API_KEY")
         self._api_key = key or "sk-no-key"  # local servers without auth still need a non-empty key
+        self.secrets = (key,) if key else ()
         self.api_version = api_version or os.environ.get("OPENAI_API_VERSION") or "2024-06-01"
-        self.concurrency = max(1, int(concurrency))
-        self.timeout, self.deadline = float(timeout), (None if deadline is None else float(deadline))
-        self.max_retries, self.backoff, self.backoff_max = int(max_retries), float(backoff), float(backoff_max)
+        self.timeout = float(timeout)
         self.top_logprobs = int(top_logprobs)
         where = urlparse(self.base_url).netloc + urlparse(self.base_url).path if self.base_url else "api.openai.com"
         self.id = f"openai:{model}@{where.rstrip('/')}"
-        self._deadline_at: float | None = None
-        self._loop_state: dict[int, tuple[Any, asyncio.Semaphore]] = {}
-        self.logprobs_supported: bool | None = None
+        self._loop_client: dict[int, Any] = {}
 
-    # ------------------------------------------------------------------ helpers
-    def redact(self, text: str) -> str:
-        """``text`` with the API key (and any bearer token) replaced by ``***``."""
-        out = text.replace(self._api_key, "***") if self._api_key else text
-        return re.sub(r"(?i)(bearer\s+)[A-Za-z0-9._\-]{8,}", r"\1***", out)
-
-    def _client(self) -> tuple[Any, asyncio.Semaphore]:
+    def _client(self) -> Any:
         loop = asyncio.get_running_loop()
-        state = self._loop_state.get(id(loop))
-        if state is None:
+        client = self._loop_client.get(id(loop))
+        if client is None:
             import openai
 
             if self.azure:
@@ -79,79 +78,42 @@ class OpenAIBackend:
             else:
                 client = openai.AsyncOpenAI(base_url=self.base_url, api_key=self._api_key, max_retries=0,
                                             timeout=self.timeout)
-            state = (client, asyncio.Semaphore(self.concurrency))
-            self._loop_state = {id(loop): state}  # a new event loop (run_sync) gets a fresh client
-        return state
-
-    @staticmethod
-    def _transient(exc: BaseException) -> bool:
-        import openai
-
-        if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError,
-                            asyncio.TimeoutError)):
-            return True
-        return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500 and not _mentions_logprobs(exc)
-
-    def _remaining(self) -> float | None:
-        if self.deadline is None:
-            return None
-        if self._deadline_at is None:
-            self._deadline_at = time.monotonic() + self.deadline
-        return self._deadline_at - time.monotonic()
+            self._loop_client = {id(loop): client}  # a new event loop (run_sync) gets a fresh client
+        return client
 
     async def _request(self, **kwargs: Any) -> Any:
-        """One chat completion with retries, backoff+jitter and the overall deadline."""
+        """One chat completion; openai's errors mapped to BackendError (transient where a retry may help)."""
         import openai
-        from tenacity import (AsyncRetrying, RetryError, retry_if_exception, stop_after_attempt, stop_after_delay,
-                              wait_random_exponential)
 
-        client, sem = self._client()
-        remaining = self._remaining()
-        if remaining is not None and remaining <= 0:
-            raise BackendError(f"{self.id}: deadline of {self.deadline:g} s exceeded", transient=True)
-        stop = stop_after_attempt(self.max_retries + 1)
-        if remaining is not None:
-            stop = stop | stop_after_delay(max(remaining, 0.0))
         try:
-            async for attempt in AsyncRetrying(retry=retry_if_exception(self._transient), stop=stop, reraise=True,
-                                               wait=wait_random_exponential(multiplier=self.backoff, max=self.backoff_max)):
-                with attempt:
-                    async with sem:
-                        left = self._remaining()
-                        if left is not None and left <= 0:
-                            raise asyncio.TimeoutError("deadline")
-                        coro = client.chat.completions.create(model=self.model, **kwargs)
-                        return await (asyncio.wait_for(coro, timeout=left) if left is not None else coro)
-        except RetryError as exc:  # pragma: no cover - reraise=True re-raises the last error instead
-            raise BackendError(self.redact(f"{self.id}: {exc}"), transient=True) from None
+            return await self._client().chat.completions.create(model=self.model, **kwargs)
         except openai.APIStatusError as exc:
-            msg = self.redact(f"{self.id}: HTTP {exc.status_code}: {_message(exc)}")
+            msg = f"{self.id}: HTTP {exc.status_code}: {_message(exc)}"
             if _mentions_logprobs(exc):
                 raise LogprobsUnsupported(msg) from None
-            raise BackendError(msg, transient=self._transient(exc)) from None
-        except asyncio.TimeoutError:
-            left = self._remaining()
-            what = f"deadline of {self.deadline:g} s exceeded" if left is not None and left <= 0 else "timed out"
-            raise BackendError(f"{self.id}: {what}", transient=True) from None
-        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-            raise BackendError(self.redact(f"{self.id}: {type(exc).__name__}: {exc} (after {self.max_retries} retries)"),
-                               transient=True) from None
+            transient = exc.status_code == 429 or exc.status_code >= 500
+            raise BackendError(msg, transient=transient) from None
+        except (openai.APIConnectionError, openai.APITimeoutError) as exc:  # APITimeoutError is a connection error
+            raise BackendError(f"{self.id}: {type(exc).__name__}: {exc}", transient=True) from None
         except openai.OpenAIError as exc:
-            raise BackendError(self.redact(f"{self.id}: {type(exc).__name__}: {exc}")) from None
-        raise BackendError(f"{self.id}: no response")  # pragma: no cover
+            raise BackendError(f"{self.id}: {type(exc).__name__}: {exc}") from None
 
     # ------------------------------------------------------------------ protocol
     async def score_distribution(self, messages: Messages, scores: Sequence[int]) -> ScoreDistribution:
-        if self.logprobs_supported is False:
-            raise LogprobsUnsupported(f"{self.id}: server returns no logprobs")
-        resp = await self._request(messages=list(messages), max_tokens=1, temperature=0.0, logprobs=True,
-                                   top_logprobs=self.top_logprobs)
+        multi_digit = max(int(s) for s in scores) > 9
+        # scales beyond 9: three greedy tokens show whether the server's tokenizer keeps a number whole
+        resp = await self._request(messages=list(messages), max_tokens=3 if multi_digit else 1, temperature=0.0,
+                                   logprobs=True, top_logprobs=self.top_logprobs)
         choice = resp.choices[0]
         content = getattr(choice.logprobs, "content", None) if choice.logprobs is not None else None
         if not content or not content[0].top_logprobs:
-            self.logprobs_supported = False
             raise LogprobsUnsupported(f"{self.id}: server returned no logprobs")
-        self.logprobs_supported = True
+        if multi_digit and splits_numbers([t.token or "" for t in content]):
+            lo, hi = min(int(s) for s in scores), max(int(s) for s in scores)
+            raise LogprobsUnsupported(
+                f"{self.id}: the server's tokenizer splits numbers into several tokens (answer "
+                f"{''.join(t.token or '' for t in content)!r}), so the first token's probabilities cannot give "
+                f"p(score) on a {lo}-{hi} scale")
         wanted = set(int(s) for s in scores)
         probs = {int(s): 0.0 for s in scores}
         for t in content[0].top_logprobs:
@@ -163,36 +125,36 @@ class OpenAIBackend:
                                  prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0, evaluated_tokens=-1,
                                  top=choice.message.content if choice.message is not None else None)
 
-    async def generate(self, messages: Messages, config: GenerationConfig) -> list[GenerationResult]:
-        def kwargs(n: int, seed: int | None) -> dict:
-            kw: dict[str, Any] = {"messages": list(messages), "max_tokens": config.max_tokens,
-                                  "temperature": config.temperature, "top_p": config.top_p, "n": n}
-            if seed is not None:
-                kw["seed"] = seed
-            if config.stop:
-                kw["stop"] = list(config.stop)
-            return kw
-
-        first = await self._request(**kwargs(config.n, config.seed))
-        responses = [first]
-        got = len(first.choices)
-        if got < config.n:  # servers without n>1 (llama.cpp): the rest as single requests
-            rest = await asyncio.gather(*(self._request(**kwargs(1, None if config.seed is None else config.seed + i))
-                                          for i in range(got, config.n)))
-            responses.extend(rest)
+    async def generate(self, messages: Messages, config: GenerateConfig) -> list[GenerationResult]:
+        """One request for ``config.n`` answers (a server may return fewer; the wrapper asks for the rest).
+        ``top_k`` is not part of the OpenAI API and is not sent."""
+        kw: dict[str, Any] = {"messages": list(messages), "max_tokens": config.max_tokens,
+                              "temperature": config.temperature, "top_p": config.top_p, "n": config.n}
+        if config.seed is not None:
+            kw["seed"] = config.seed
+        if config.stop:
+            kw["stop"] = list(config.stop)
+        if config.logprobs:
+            kw["logprobs"] = True
+            if config.top_logprobs:
+                kw["top_logprobs"] = config.top_logprobs
+        resp = await self._request(**kw)
+        usage = getattr(resp, "usage", None)
+        ptok = getattr(usage, "prompt_tokens", 0) or 0
+        ctok = getattr(usage, "completion_tokens", 0) or 0
         out = []
-        for resp in responses:
-            usage = getattr(resp, "usage", None)
-            ptok = getattr(usage, "prompt_tokens", 0) or 0
-            ctok = getattr(usage, "completion_tokens", 0) or 0
-            for c in resp.choices:
-                out.append(GenerationResult(text=(c.message.content or "") if c.message else "",
-                                            tokens=ctok // max(len(resp.choices), 1), prompt_tokens=ptok,
-                                            finish_reason=c.finish_reason))
-        return out[: config.n]
+        for c in resp.choices:
+            lps = None
+            if config.logprobs and c.logprobs is not None and getattr(c.logprobs, "content", None):
+                lps = [{"token": t.token, "logprob": t.logprob,
+                        "top": {a.token: a.logprob for a in (t.top_logprobs or [])}} for t in c.logprobs.content]
+            out.append(GenerationResult(text=(c.message.content or "") if c.message else "",
+                                        tokens=ctok // max(len(resp.choices), 1), prompt_tokens=ptok,
+                                        finish_reason=c.finish_reason, logprobs=lps))
+        return out
 
     def close(self) -> None:
-        self._loop_state = {}
+        self._loop_client = {}
 
 
 def _message(exc: Any) -> str:
@@ -204,6 +166,17 @@ def _message(exc: Any) -> str:
     return str(getattr(exc, "message", exc))[:500]
 
 
+def splits_numbers(tokens: Sequence[str]) -> bool:
+    """True when a greedy answer's tokens show a number split over several tokens: the first token
+    is all digits (after a leading space) and the next one starts with a digit (``["8", "5"]`` for
+    85). ``["85", "\\n"]`` (a tokenizer that keeps numbers up to 999 whole: OpenAI's cl100k_base and
+    o200k_base, Llama 3) and answers that do not start with a number give False."""
+    if len(tokens) < 2:
+        return False
+    first = tokens[0].strip()
+    return bool(first) and first.isdigit() and tokens[1][:1].isdigit()
+
+
 def _mentions_logprobs(exc: Any) -> bool:
     status = getattr(exc, "status_code", 0)
     return status in (400, 422, 500, 501) and "logprob" in _message(exc).lower()
@@ -211,14 +184,10 @@ def _mentions_logprobs(exc: Any) -> bool:
 
 def openai_backend(target: str, **options: Any) -> OpenAIBackend:
     """``openai:MODEL`` -> :class:`OpenAIBackend` (numeric options may come as strings from the CLI)."""
-    conv = {"concurrency": int, "timeout": float, "deadline": float, "max_retries": int, "backoff": float,
-            "backoff_max": float, "top_logprobs": int}
+    conv = {"timeout": float, "top_logprobs": int}
     for k, f in conv.items():
         if k in options and isinstance(options[k], str):
             options[k] = f(options[k])
     if isinstance(options.get("azure"), str):
         options["azure"] = options["azure"].lower() in ("1", "true", "yes")
     return OpenAIBackend(target, **options)
-
-
-register_backend("openai", openai_backend)

@@ -1,0 +1,33 @@
+"""LLM calls for every stage: one async protocol, one generation config, one request policy.
+
+Layers (dependencies point down; ``judge`` and ``collect`` use only this package's public names):
+
+* :mod:`csem.llm.config`: :class:`GenerateConfig` (inspect_ai-style: n, max_tokens, temperature,
+  top_k, top_p, seed, stop, logprobs/top_logprobs, beam search), shared by judge and collect.
+* :mod:`csem.llm.api`: :class:`ModelAPI`, what a provider implements (``score_distribution``,
+  ``generate``, one request each), its result types and errors.
+* :mod:`csem.llm.model`: :class:`Model`, the one wrapper every provider is used through: retries
+  (tenacity), deadline, concurrency (semaphore), abort after repeated failures, logprobs fallback,
+  API-key redaction.
+* :mod:`csem.llm.registry`: backends by URI (``local``, ``llama-cpp:PATH``, ``openai:MODEL``,
+  ``hf:MODEL``, plug-ins), from the ``csem.llm_backends`` entry-point group.
+* :mod:`csem.llm.providers`: the built-in providers; :mod:`csem.llm.server`: a llama.cpp
+  OpenAI-compatible server on loopback.
+
+>>> from csem.llm import GenerateConfig, get_model, run_sync
+>>> model = get_model("llama-cpp:smollm2")                                   # doctest: +SKIP
+>>> run_sync(model.generate(messages, GenerateConfig(n=2, temperature=1.0, seed=0)))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from csem.llm.api import (NOT_ATTEMPTED, BackendError, BackendUnavailable, GenerationResult, LogprobsUnsupported,
+                          Messages, ModelAPI, ScoreDistribution)
+from csem.llm.config import DEFAULTS, GenerateConfig
+from csem.llm.model import Model, gather_all
+from csem.llm.registry import ENTRY_POINT_GROUP, backend_schemes, get_api, get_model, register_backend
+from csem.llm.sync import run_sync
+
+__all__ = ["NOT_ATTEMPTED", "BackendError", "BackendUnavailable", "GenerationResult", "LogprobsUnsupported",
+           "Messages", "ModelAPI", "ScoreDistribution", "DEFAULTS", "GenerateConfig", "Model", "gather_all",
+           "ENTRY_POINT_GROUP", "backend_schemes", "get_api", "get_model", "register_backend", "run_sync"]

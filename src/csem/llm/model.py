@@ -1,0 +1,235 @@
+"""The wrapper every provider is used through: :class:`Model` (inspect_ai's ``Model`` over ``ModelAPI``).
+
+It owns, once for all providers, what used to be spread over the OpenAI backend and the judge runner:
+
+* **concurrency**: at most ``concurrency`` requests in flight (an ``asyncio.Semaphore``; capped at
+  the provider's ``max_concurrency``, 1 for in-process models, whose requests are then served in
+  submission order);
+* **retries**: transient failures (429, 5xx, timeouts, connection errors: ``BackendError.transient``)
+  are retried up to ``max_retries`` times with exponential backoff and full jitter (tenacity
+  ``wait_random_exponential(multiplier=backoff, max=backoff_max)``); the semaphore is released while
+  waiting;
+* **deadline**: ``deadline`` seconds for everything from the first request on; afterwards every call
+  fails at once as transient (``deadline of D s exceeded``);
+* **abort**: after ``max_consecutive_failures`` transient failures in a row (retries spent) the
+  backend is given up: later calls raise :class:`BackendUnavailable` without a request;
+* **fallback**: once the provider said it has no token probabilities, :meth:`score_distribution`
+  raises :class:`LogprobsUnsupported` at once (the judge then scores by ``parse`` or ``sample``); a
+  provider that returns fewer than ``n`` answers (a server without ``n > 1``) is asked again for the
+  rest, one at a time, with the seeds continued;
+* **redaction**: every error message leaves with the provider's secrets (API keys) and any bearer
+  token replaced by ``***``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from typing import Any, Awaitable, Callable, Sequence, TypeVar
+
+from csem.llm.api import (BackendError, BackendUnavailable, GenerationResult, LogprobsUnsupported, Messages, ModelAPI,
+                          ScoreDistribution)
+from csem.llm.config import GenerateConfig
+
+T = TypeVar("T")
+
+#: keyword options of :func:`csem.llm.get_model` that configure the wrapper (the rest go to the provider)
+WRAPPER_OPTIONS = {"concurrency": int, "max_retries": int, "backoff": float, "backoff_max": float,
+                   "deadline": float, "max_consecutive_failures": int}
+
+
+class _DeadlineHit(Exception):
+    pass
+
+
+def _retryable(exc: BaseException) -> bool:
+    return (isinstance(exc, BackendError) and exc.transient
+            and not isinstance(exc, (LogprobsUnsupported, BackendUnavailable)))
+
+
+class Model:
+    """A provider (:class:`csem.llm.api.ModelAPI`) with the request policy of the module docstring.
+
+    Args:
+        api: the provider.
+        concurrency: requests in flight (default: the provider's ``default_concurrency``).
+        max_retries: retries of a transient failure (0 = none). backoff, backoff_max: seconds
+            (multiplier and cap of the exponential backoff).
+        deadline: seconds for all requests from the first on (None = no deadline).
+        max_consecutive_failures: give up after this many transient failures in a row (None = never).
+
+    Attributes:
+        id: the provider's id (part of every cache key). concurrency: the effective limit.
+        logprobs_supported: None until known, then whether :meth:`score_distribution` works.
+        stats: ``requests`` sent, ``retries``, ``failures`` (after retries).
+    """
+
+    def __init__(self, api: ModelAPI, *, concurrency: int | None = None, max_retries: int = 4, backoff: float = 0.5,
+                 backoff_max: float = 20.0, deadline: float | None = None,
+                 max_consecutive_failures: int | None = None):
+        self.api = api
+        wanted = int(concurrency) if concurrency is not None else int(getattr(api, "default_concurrency", 1) or 1)
+        limit = getattr(api, "max_concurrency", None)
+        self.concurrency = max(1, min(wanted, int(limit)) if limit else wanted)
+        self.max_retries, self.backoff, self.backoff_max = int(max_retries), float(backoff), float(backoff_max)
+        self.deadline = None if deadline is None else float(deadline)
+        self.max_consecutive_failures = max_consecutive_failures
+        self.logprobs_supported: bool | None = None
+        self.aborted = False
+        self.stats = {"requests": 0, "retries": 0, "failures": 0}
+        self._deadline_at: float | None = None
+        self._consecutive = 0
+        self._loop_sem: dict[int, asyncio.Semaphore] = {}
+
+    @property
+    def id(self) -> str:
+        return self.api.id
+
+    def settings(self) -> dict:
+        """The wrapper options this model was built with (``Model(api, **settings)`` rebuilds it)."""
+        return {"concurrency": self.concurrency, "max_retries": self.max_retries, "backoff": self.backoff,
+                "backoff_max": self.backoff_max, "deadline": self.deadline,
+                "max_consecutive_failures": self.max_consecutive_failures}
+
+    def __repr__(self) -> str:
+        return f"Model({self.id!r}, concurrency={self.concurrency})"
+
+    # ------------------------------------------------------------------ policy helpers
+    def redact(self, text: str) -> str:
+        """``text`` with the provider's secrets and any bearer token replaced by ``***``."""
+        for secret in getattr(self.api, "secrets", ()) or ():
+            if secret:
+                text = text.replace(secret, "***")
+        return re.sub(r"(?i)(bearer\s+)[A-Za-z0-9._\-]{8,}", r"\1***", text)
+
+    def check(self, config: GenerateConfig) -> None:
+        """Raise ``ValueError`` when ``config`` asks for something the provider cannot do."""
+        features = set(getattr(self.api, "features", ()) or ())
+        if config.beam_search and "beam_search" not in features:
+            raise ValueError(f"beam search (num_beams > 1) needs a transformers generator (hf:MODEL); "
+                             f"{self.id} samples only (top_k, top_p, temperature)")
+        if config.logprobs and "logprobs" not in features:
+            raise ValueError(f"{self.id} cannot return the logprobs of generated tokens")
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        sem = self._loop_sem.get(id(loop))
+        if sem is None:  # a new event loop (run_sync) gets its own semaphore
+            sem = asyncio.Semaphore(self.concurrency)
+            self._loop_sem = {id(loop): sem}
+        return sem
+
+    def _remaining(self) -> float | None:
+        if self.deadline is None:
+            return None
+        if self._deadline_at is None:
+            self._deadline_at = time.monotonic() + self.deadline
+        return self._deadline_at - time.monotonic()
+
+    def _failed(self) -> None:
+        self.stats["failures"] += 1
+        self._consecutive += 1
+        if self.max_consecutive_failures is not None and self._consecutive >= self.max_consecutive_failures:
+            self.aborted = True
+
+    def _redacted(self, exc: BackendError) -> BackendError:
+        msg = self.redact(str(exc))
+        try:
+            new = type(exc)(msg, transient=exc.transient)
+        except TypeError:  # a subclass with another signature
+            new = BackendError(msg, transient=exc.transient)
+        return new
+
+    async def _call(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """One provider call under the semaphore, with retries, the deadline and the abort rule."""
+        from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_random_exponential
+
+        if self.aborted:
+            raise BackendUnavailable()
+        remaining = self._remaining()
+        if remaining is not None and remaining <= 0:
+            raise BackendError(f"{self.id}: deadline of {self.deadline:g} s exceeded", transient=True)
+        stop = stop_after_attempt(self.max_retries + 1)
+        if remaining is not None:
+            stop = stop | stop_after_delay(max(remaining, 0.0))
+        sem = self._semaphore()
+        result: Any = None
+        try:
+            async for attempt in AsyncRetrying(retry=retry_if_exception(_retryable), stop=stop, reraise=True,
+                                               wait=wait_random_exponential(multiplier=self.backoff,
+                                                                            max=self.backoff_max)):
+                with attempt:
+                    if attempt.retry_state.attempt_number > 1:
+                        self.stats["retries"] += 1
+                    async with sem:
+                        if self.aborted:
+                            raise BackendUnavailable()
+                        left = self._remaining()
+                        if left is not None and left <= 0:
+                            raise _DeadlineHit()
+                        self.stats["requests"] += 1
+                        coro = fn(*args)
+                        result = await (asyncio.wait_for(coro, timeout=left) if left is not None else coro)
+        except BackendUnavailable:
+            raise
+        except LogprobsUnsupported as exc:
+            self.logprobs_supported = False
+            raise self._redacted(exc) from None
+        except BackendError as exc:
+            if exc.transient:
+                self._failed()
+            raise self._redacted(exc) from None
+        except (asyncio.TimeoutError, _DeadlineHit):
+            self._failed()
+            raise BackendError(f"{self.id}: deadline of {self.deadline:g} s exceeded", transient=True) from None
+        self._consecutive = 0
+        return result
+
+    # ------------------------------------------------------------------ the protocol, with the policy
+    async def score_distribution(self, messages: Messages, scores: Sequence[int]) -> ScoreDistribution:
+        """p(score) for each of ``scores`` (see :meth:`csem.llm.api.ModelAPI.score_distribution`).
+
+        Raises:
+            LogprobsUnsupported: the provider has no token probabilities (remembered).
+            BackendUnavailable: given up after repeated failures. BackendError: the call failed.
+        """
+        if self.logprobs_supported is False:
+            raise LogprobsUnsupported(f"{self.id}: backend gives no token probabilities")
+        dist = await self._call(self.api.score_distribution, messages, list(scores))
+        self.logprobs_supported = True
+        return dist
+
+    async def generate(self, messages: Messages, config: GenerateConfig | None = None) -> list[GenerationResult]:
+        """``config.n`` answers to ``messages`` (``config`` resolved against :data:`csem.llm.config.DEFAULTS`).
+
+        Raises:
+            ValueError: the provider cannot honour ``config`` (:meth:`check`).
+            BackendUnavailable: given up after repeated failures. BackendError: a call failed.
+        """
+        cfg = (config or GenerateConfig()).resolved()
+        self.check(cfg)
+        out = list(await self._call(self.api.generate, messages, cfg))[: cfg.n]
+        if len(out) < cfg.n:  # a server without n > 1: the rest as single requests, seeds continued
+            singles = [cfg.model_copy(update={"n": 1, "seed": None if cfg.seed is None else cfg.seed + i})
+                       for i in range(len(out), cfg.n)]
+            for answers in await gather_all([self._call(self.api.generate, messages, c) for c in singles]):
+                out.extend(answers[:1])
+        return out[: cfg.n]
+
+    def close(self) -> None:
+        """Close the provider (an in-process model is unloaded)."""
+        self.api.close()
+
+
+async def gather_all(aws: Sequence[Awaitable[T]]) -> list[T]:
+    """Like ``asyncio.gather`` (results in order), but the first failure cancels the others before it
+    is raised, so no request keeps running after the caller has failed."""
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise

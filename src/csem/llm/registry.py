@@ -1,0 +1,104 @@
+"""Backends by URI: one registry, filled from the ``csem.llm_backends`` entry-point group.
+
+A backend URI is ``<scheme>:<target>`` (``llama-cpp:smollm2``, ``openai:gpt-4o-mini``,
+``hf:HuggingFaceTB/SmolLM2-135M-Instruct``) or a bare scheme (``local``). A scheme names a factory
+``factory(target: str, **options) -> ModelAPI``. csem's own providers are declared like any plug-in,
+in ``pyproject.toml``::
+
+    [project.entry-points."csem.llm_backends"]
+    openai = "csem.llm.providers.openai:openai_backend"
+
+so a third-party package adds a scheme the same way (or, at run time, with :func:`register_backend`).
+Entry points are loaded on first use of their scheme only.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import entry_points
+from typing import Any, Callable
+
+from csem.llm.api import ModelAPI
+from csem.llm.model import WRAPPER_OPTIONS, Model
+
+ENTRY_POINT_GROUP = "csem.llm_backends"
+
+BackendFactory = Callable[..., ModelAPI]
+_REGISTRY: dict[str, BackendFactory] = {}
+_ENTRY_POINTS: dict[str, Any] = {}
+_scanned = False
+
+
+def register_backend(scheme: str, factory: BackendFactory) -> None:
+    """Register ``factory(target: str, **options) -> ModelAPI`` for URIs ``<scheme>:<target>``
+    (a scheme registered here wins over an entry point of the same name)."""
+    _REGISTRY[scheme.strip().lower()] = factory
+
+
+def _scan() -> None:
+    global _scanned
+    if not _scanned:
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            _ENTRY_POINTS.setdefault(ep.name.strip().lower(), ep)
+        _scanned = True
+
+
+def backend_schemes() -> list[str]:
+    """Every known scheme (registered or declared by an entry point), sorted."""
+    _scan()
+    return sorted(set(_REGISTRY) | set(_ENTRY_POINTS))
+
+
+def _factory(scheme: str, uri: str) -> BackendFactory:
+    _scan()
+    if scheme not in _REGISTRY and scheme in _ENTRY_POINTS:
+        _REGISTRY[scheme] = _ENTRY_POINTS[scheme].load()
+    if scheme not in _REGISTRY:
+        known = ", ".join(s if s == "local" else f"{s}:..." for s in backend_schemes())
+        raise ValueError(f"unknown backend '{uri}'; use one of: {known or '(none: is csem installed?)'}")
+    return _REGISTRY[scheme]
+
+
+def get_api(uri: str, **options: Any) -> ModelAPI:
+    """The provider for ``uri`` (``options`` go to its factory; unknown options raise TypeError).
+
+    Raises:
+        ValueError: unknown scheme (the message lists the known ones).
+    """
+    scheme, _, target = uri.partition(":")
+    return _factory(scheme.strip().lower(), uri)(target.strip(), **options)
+
+
+def get_model(uri: "str | ModelAPI | Model", **options: Any) -> Model:
+    """A :class:`Model` for a backend URI, a provider, or a model (returned as is without options,
+    else a new wrapper with the options changed).
+
+    Args:
+        uri: ``local`` | ``llama-cpp:PATH_OR_ALIAS`` | ``openai:MODEL`` | ``hf:MODEL`` | a plug-in
+            scheme; or a :class:`ModelAPI` (wrapped) or a :class:`Model`.
+        options: wrapper options (``concurrency``, ``max_retries``, ``backoff``, ``backoff_max``,
+            ``deadline``, ``max_consecutive_failures``; strings from the command line are converted)
+            and provider options (e.g. ``n_ctx`` for llama-cpp, ``base_url`` for openai).
+
+    Raises:
+        ValueError: unknown scheme, or a wrapper option that is not a number.
+        TypeError: an option the provider does not take.
+        BackendError: the provider cannot be created (model file missing ...).
+    """
+    wrapper: dict[str, Any] = {}
+    for k, conv in WRAPPER_OPTIONS.items():
+        if k in options:
+            v = options.pop(k)
+            try:
+                wrapper[k] = None if v is None else conv(v)
+            except (TypeError, ValueError):
+                raise ValueError(f"backend option {k}={v!r} must be a number") from None
+    if isinstance(uri, Model):
+        if options:
+            raise TypeError(f"provider options {sorted(options)} given with an already built model")
+        if not wrapper:
+            return uri
+        return Model(uri.api, **{**uri.settings(), **wrapper})
+    api = get_api(uri, **options) if isinstance(uri, str) else uri
+    if not isinstance(uri, str) and options:
+        raise TypeError(f"provider options {sorted(options)} given with an already built provider")
+    return Model(api, **wrapper)
