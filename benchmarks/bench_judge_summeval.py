@@ -132,7 +132,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from csem.judge import JudgmentCache, judge_records
-    from csem.judge.backends.llama_cpp import llama_cpp_backend
+    from csem.llm.providers.llama_cpp import llama_cpp_backend
     from csem.rubrics import load_rubric
 
     lo, hi = (int(x) for x in args.docs.split(":"))
@@ -191,13 +191,13 @@ def main() -> int:
                 log(f"sample-part {mode} doc {d[:20]}: {time.perf_counter() - t:.1f} s; {summ}")
                 for o in out:
                     res.setdefault(mode, {})[o["id"]] = o
-        from csem.judge.backends.base import GenerationConfig
+        from csem.llm import GenerateConfig
 
         stats = {}
         for mode in ("probs", "sample"):
             outs = [res[mode][x["id"]] for x in sub]
             params = ({"scores": r.scale.values} if mode == "probs" else
-                      GenerationConfig(n=args.n, max_tokens=10, temperature=1.0, top_k=0, top_p=1.0, seed=0).as_dict())
+                      GenerateConfig(n=args.n, max_tokens=10, temperature=1.0, top_k=0, top_p=1.0, seed=0).cache_params())
             secs = latency_sum(cache, backend.id, sub, r, mode, params)
             stats[mode] = {"n": len(outs), "seconds": secs, "s_per_judgment": secs / len(outs),
                            "missing": sum(o["judge.coherence"] is None for o in outs), "corr": corr(outs, "coherence")}

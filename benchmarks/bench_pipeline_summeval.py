@@ -29,7 +29,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 
-from csem.collect.sampler import DecodingConfig, GeneratorSpec, collect_candidates  # noqa: E402
+from csem.collect.sampler import GeneratorSpec, collect_candidates  # noqa: E402
 from csem.data.datasets import load_summeval  # noqa: E402
 from csem.judge import judge_records  # noqa: E402
 from csem.meta.correlation import correlate  # noqa: E402
@@ -90,12 +90,11 @@ def main() -> None:
     # stage i: candidates from the local generator for the training documents
     sources = [{"id": d, "source": next(r["source"] for r in train_sys if r["doc_id"] == d)} for d in sorted(train_docs)]
     opts = {"n_threads": args.threads} if args.threads else {}
-    from csem.collect.backend_generator import BackendGenerator
+    from csem.llm import GenerateConfig
 
-    gen, gsum = collect_candidates(sources, [GeneratorSpec(uri=args.generator, name="local-gen", num_samples=args.num_samples)],
-                                   decoding=DecodingConfig(max_tokens=args.max_tokens), include_reference=False,
-                                   partial_path=out.with_name(out.name + ".candidates.partial.jsonl"),
-                                   open_fn=lambda uri: BackendGenerator(uri, **opts))
+    gen, gsum = collect_candidates(sources, [GeneratorSpec(uri=args.generator, name="local-gen", num_samples=args.num_samples, options=opts)],
+                                   decoding=GenerateConfig(max_tokens=args.max_tokens), include_reference=False,
+                                   partial_path=out.with_name(out.name + ".candidates.partial.jsonl"))
     print(f"collect: {gsum.as_dict()}", flush=True)
 
     # stage ii: the local judge on the training pool and on the test documents

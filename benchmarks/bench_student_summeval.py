@@ -179,7 +179,7 @@ def measure_throughput(report, model, test_recs, args):
     try:
         from csem.assets import resolve_gguf
         from csem.judge import judge_records
-        from csem.judge.backends.llama_cpp import LlamaCppBackend
+        from csem.llm.providers.llama_cpp import LlamaCppBackend
 
         t0 = time.perf_counter()
         gguf = resolve_gguf(args.judge.removeprefix("llama-cpp:"))
