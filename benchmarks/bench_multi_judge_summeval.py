@@ -205,8 +205,10 @@ def main() -> int:
                 prior_rows.append(dict(r, **{f"prior.{a}": sys_mean[a].get(r["system_id"]) for a in ASPECTS}))
             entry["prior"] = summary_corr(prior_rows, lambda a: f"prior.{a}")
         log(f"{key}: teacher {entry.get('teacher', {}).get('average')} prior {entry.get('prior', {}).get('average')}")
-        if not args.no_students and set_name in STUDENT_SETS:
-            if key in done_students:
+        if key in done_students:  # kept from an earlier run with the same recipe
+            entry["student"] = done_students[key]
+        elif not args.no_students and set_name in STUDENT_SETS:
+            if False:
                 entry["student"] = done_students[key]
                 log(f"{key}: student kept from the earlier run")
             else:

@@ -70,3 +70,35 @@ def test_0_100_probabilities_are_exact_on_llama_cpp(smol, tiny_template):
         assert got.probs[s] == pytest.approx(total, rel=1e-6, abs=2e-7), s  # paths below 1e-7 are pruned (documented)
     assert len(llm.tokenize(b"100", add_bos=False, special=False)) >= 2  # really a multi-token number here
     assert 0.0 < got.mass <= 1.0 + 1e-9 and 0.0 <= got.score <= 100.0
+
+
+def test_splits_numbers():
+    from csem.llm.providers.openai import splits_numbers
+
+    assert splits_numbers(["8", "5", "\n"]) and splits_numbers([" 8", "5"])
+    assert not splits_numbers(["85", "\n"])  # cl100k_base / o200k_base / Llama 3 keep it whole
+    assert not splits_numbers(["The", " summary"]) and not splits_numbers(["7"])
+
+
+@pytest.mark.slow
+def test_openai_server_falls_back_when_its_tokenizer_splits_numbers(llama_server_factory, tiny_template):
+    """Qwen2.5-0.5B behind llama.cpp's OpenAI-compatible server splits '85' into '8' + '5': on a 0-100
+    scale the first token's probabilities are those of the first digit only, so csem says so and
+    parses the answer instead; on 1-5 the first token is the whole score and probs mode is kept."""
+    from csem.assets import resolve_gguf
+    from csem.judge import judge_records
+    from csem.rubrics import Rubric
+
+    recs = [dict(REC, id=f"r{i}", source="The river flooded the old mill on Monday.", candidate=c)
+            for i, c in enumerate(["The mill flooded on Monday.", "monday the mill"])]
+    hundred = Rubric(id="test/tiny-100", aspect="coherence", criteria="how well it reads",
+                     scale={"min": 0, "max": 100}, template=tiny_template)
+    five = Rubric(id="test/tiny-5", aspect="coherence", criteria="how well it reads", template=tiny_template)
+    with llama_server_factory(resolve_gguf("qwen-0.5b")) as server:
+        opts = {"base_url": server.url}
+        rows, s = judge_records(recs, hundred, "openai:qwen", backend_options=opts, progress=False)
+        assert s.fallback and "splits numbers into several tokens" in s.fallback and "used mode 'parse'" in s.fallback
+        assert all(0 <= r["judge.coherence"] <= 100 and r["judge.coherence"] == int(r["judge.coherence"])
+                   for r in rows)  # parsed whole answers, not a first-digit average
+        rows, s = judge_records(recs, five, "openai:qwen", backend_options=opts, progress=False)
+        assert s.fallback is None and all(1 <= r["judge.coherence"] <= 5 for r in rows)
