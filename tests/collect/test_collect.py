@@ -93,6 +93,7 @@ def test_keep_one_per_source(sources):
     assert [r["id"] for r in one] == [r["id"] for r in again]
 
 
+@pytest.mark.slow  # loads SmolLM2 to learn what it supports
 def test_bad_sources_are_named(sources):
     gens = [GeneratorSpec(uri="llama-cpp:smollm2", num_samples=1)]
     with pytest.raises(ValueError, match="empty or missing 'source'"):
