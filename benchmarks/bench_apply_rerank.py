@@ -1,0 +1,268 @@
+"""N-best reranking with the GPT-4-distilled student on held-out SummEval articles (issue 12).
+
+Metric: the student distilled from the published gpt-4-0314 ratings (Shen et al. 2023) of SummEval
+documents 0-49 (sorted doc_id), four heads (coherence, consistency, fluency, relevance), ref-free:
+the lead's ``/work/notes/student_gpt4`` when ``student_gpt4.READY`` exists (``--student``), else one
+trained here (frozen all-MiniLM-L6-v2, mse+pairwise, head-only).
+
+Sources: SummEval documents 50-99 (never seen by the student), with their 11 references; a dev
+slice tunes the Eq. 8 weights (MERT, objective ROUGE-1 F against the references, max over the 11)
+and picks the single head for Eq. 7; a disjoint test slice measures. Generator: N top-k samples
+(k = 50) per source plus one greedy output (temperature 0) from a local model through llama.cpp.
+
+On the test sources, each selection rule picks one candidate per source: a random pick (seeded),
+the greedy output, the student's best dev head (Eq. 7), the student's four heads with
+MERT-tuned weights (Eq. 8, per-source z-scores), MBR with chrF, and (for reference, not judged)
+the ROUGE oracle. Measures: the student's mean-of-heads score, ROUGE-1 F against the references,
+and the local judge (Qwen2.5-Coder-1.5B, G-Eval rubrics, probs mode), which never labelled the
+student's training data. Paired bootstrap over test sources (1000 resamples) gives the mean
+difference to the random pick with its 95% interval and one-sided p.
+
+Run (the figures in results/apply_rerank.*):
+    nice -n 10 python benchmarks/bench_apply_rerank.py --threads 2
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+
+import numpy as np
+from harness import CACHE, fmt, log, machine, markdown_table, parser, setup, summeval, summeval_llm_ratings, \
+    write_results
+
+NOTES_STUDENT = Path("/work/notes/student_gpt4")
+HEADS = ("coherence", "consistency", "fluency", "relevance")
+
+
+def get_student(args) -> tuple[Path, str]:
+    """The student folder and where it came from."""
+    if args.student:
+        return Path(args.student), f"given: {args.student}"
+    if (NOTES_STUDENT.parent / "student_gpt4.READY").exists() and NOTES_STUDENT.is_dir():
+        return NOTES_STUDENT, "the lead's best GPT-4 student (issue 13), /work/notes/student_gpt4"
+    out = CACHE / "apply" / "student_gpt4_quick"
+    if (out / "model.safetensors").exists():
+        return out, "trained by this benchmark (cached)"
+    from csem.model import ModelConfig, TrainConfig, train
+
+    recs = summeval_llm_ratings(args.data_dir, docs="0:50")
+    cols = [f"judge.{a}" for a in HEADS]
+    recs = [r for r in recs if all(r.get(c) is not None for c in cols)]
+    log(f"training a quick student on {len(recs)} GPT-4-rated summaries of documents 0-49")
+    t = time.perf_counter()
+    train(recs, cols, "ref-free", out_dir=out,
+          config=ModelConfig(name="student-gpt4", loss="mse+pairwise", hidden_sizes=[256], max_length=512),
+          train_config=TrainConfig(max_epochs=30, frozen_epochs=30, head_lr=1e-3, batch_size=32, seed=args.seed,
+                                   num_threads=args.threads),
+          label_range=(1, 5), judge="gpt-4-0314 (Shen et al. 2023, rts)", rubric="SummEval 4 aspects")
+    log(f"student trained in {time.perf_counter() - t:.0f} s")
+    return out, "trained by this benchmark: frozen MiniLM, mse+pairwise, 30 epochs, docs 0-49"
+
+
+def paired(a: np.ndarray, b: np.ndarray, n: int, seed: int) -> dict:
+    """Paired bootstrap over sources of mean(a - b): delta, 95% interval, one-sided p (H1: a > b)."""
+    from csem.meta.bootstrap import resample_counts
+
+    ok = ~(np.isnan(a) | np.isnan(b))
+    d = (a - b)[ok]
+    if not len(d):
+        return {"delta": None, "ci_low": None, "ci_high": None, "p": None, "n": 0}
+    counts = resample_counts(len(d), n, seed)
+    means = counts @ d / len(d)
+    lo, hi = np.quantile(means, [0.025, 0.975])
+    return {"delta": float(d.mean()), "ci_low": float(lo), "ci_high": float(hi),
+            "p": float(np.mean(means <= 0)), "n": int(len(d))}
+
+
+def main() -> None:
+    ap = parser(__doc__, out="apply_rerank", quick=True)
+    ap.add_argument("--dev-docs", default="50:58", help="held-out SummEval docs tuning the weights (sorted doc_id)")
+    ap.add_argument("--test-docs", default="58:74", help="held-out SummEval docs measured")
+    ap.add_argument("--n", type=int, default=16, help="top-k samples per source (N)")
+    ap.add_argument("--generator", default="llama-cpp:qwen-0.5b", help="sampling generator URI")
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--judge", default="local")
+    ap.add_argument("--rubrics", default="geval/summeval-coherence,geval/summeval-relevance")
+    ap.add_argument("--objective", default="rouge1", help="MERT's reference-based objective on dev")
+    ap.add_argument("--student", default=None, help="student folder (default: the lead's, else train one)")
+    ap.add_argument("--bootstrap", type=int, default=1000)
+    args = ap.parse_args()
+    if args.quick:
+        args.dev_docs, args.test_docs, args.n = "50:52", "52:54", 4
+    setup(args)
+    t_all = time.perf_counter()
+    from csem.apply.mbr import mbr_select
+    from csem.apply.metrics import JudgeMetric, load_metric
+    from csem.apply.reranking import add_scores, build_nbest, rerank_scored, score_specs
+    from csem.apply.tune import clean_lists, mert, objective, random_search
+    from csem.collect.sampler import GeneratorSpec, collect_candidates
+    from csem.llm import GenerateConfig
+
+    student_dir, student_origin = get_student(args)
+    log(f"student: {student_origin}")
+
+    # ---- held-out sources and their N-best lists
+    srcs = {}
+    for r in summeval(args.data_dir, docs=f"{args.dev_docs.split(':')[0]}:{args.test_docs.split(':')[1]}"):
+        srcs.setdefault(r["doc_id"], {"id": r["doc_id"], "source": r["source"], "reference": r["reference"]})
+    docs = sorted(srcs)
+    d0, d1 = (int(x) for x in args.dev_docs.split(":"))
+    n_dev = d1 - d0
+    dev_ids, test_ids = set(docs[:n_dev]), set(docs[n_dev:])
+    gen_name = args.generator.split(":")[-1]
+    partial = CACHE / "apply" / f"nbest_{gen_name}_{args.n}_{args.max_tokens}.partial.jsonl"
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    t = time.perf_counter()
+    specs = [GeneratorSpec(uri=args.generator, num_samples=args.n, name="sample",
+                           decoding=GenerateConfig(temperature=1.0, top_k=50, max_tokens=args.max_tokens)),
+             GeneratorSpec(uri=args.generator, num_samples=1, name="greedy",
+                           decoding=GenerateConfig(temperature=0.0, max_tokens=args.max_tokens))]
+    cands, csum = collect_candidates([srcs[d] for d in docs], specs, seed=args.seed, include_reference=False,
+                                     duplicates="keep", empty="drop", partial_path=partial, progress=False)
+    t_collect = time.perf_counter() - t
+    log(f"N-best: {len(cands)} candidates for {len(docs)} sources in {t_collect:.0f} s "
+        f"(generated {csum.generated}, resumed {csum.resumed}, empty dropped {csum.empty})")
+
+    # ---- every candidate: student heads, ROUGE-1, chrF
+    t = time.perf_counter()
+    rows, cols = score_specs(cands, [str(student_dir), "rouge1", "chrf"])
+    t_score = time.perf_counter() - t
+    head_cols = [c for c in cols if c.startswith("metric.") and c.split(".")[-1] in HEADS]
+    for r in rows:
+        r["student.mean"] = float(np.mean([r[c] for c in head_cols]))
+    log(f"scored {len(rows)} candidates (student {len(head_cols)} heads, ROUGE-1, chrF) in {t_score:.1f} s")
+    samples = [r for r in rows if r["system_id"] == "sample"]
+    greedy = {r["doc_id"]: r for r in rows if r["system_id"] == "greedy"}
+    dev = [r for r in samples if r["doc_id"] in dev_ids]
+    test = [r for r in samples if r["doc_id"] in test_ids]
+
+    # ---- dev: the Eq. 7 head and the Eq. 8 weights (MERT vs random search)
+    obj_col = f"metric.{args.objective}"
+    nb = build_nbest(dev, head_cols, "zscore")
+    gains = [np.array([dev[i][obj_col] for i in idx], dtype=float) for idx in nb.index]
+    feats, gs, _ = clean_lists(nb.features, gains)
+    head_dev = {c: objective(feats, gs, np.eye(len(head_cols))[k]) for k, c in enumerate(head_cols)}
+    best_head = max(head_dev, key=head_dev.get)
+    m = mert(feats, gs, restarts=5, random_directions=2, seed=args.seed)
+    rs = random_search(feats, gs, budget=m.evaluations, seed=args.seed)
+    rs_l = random_search(feats, gs, budget=m.line_searches, seed=args.seed)
+    log(f"dev ({len(feats)} sources): best head {best_head} {head_dev[best_head]:.4f}; MERT {m.value:.4f} "
+        f"({m.line_searches} line searches, {m.evaluations} evaluations, {m.seconds:.2f} s); random search "
+        f"{rs.value:.4f} at the same evaluations, {rs_l.value:.4f} at {rs_l.evaluations} points")
+
+    # ---- test selections
+    rng = random.Random(args.seed)
+    chosen: dict[str, dict[str, dict]] = {}
+    by_doc: dict[str, list[dict]] = {}
+    for r in test:
+        by_doc.setdefault(r["doc_id"], []).append(r)
+    tdocs = sorted(by_doc)
+    chosen["random pick"] = {d: rng.choice(by_doc[d]) for d in tdocs}
+    chosen["greedy output"] = {d: greedy[d] for d in tdocs if d in greedy}
+    head_name = best_head.split(".")[-1]
+    chosen[f"student {head_name} head (Eq. 7)"] = {r["doc_id"]: r for r in rerank_scored(test, [best_head]).chosen}
+    chosen["student 4 heads, MERT weights (Eq. 8)"] = {
+        r["doc_id"]: r for r in rerank_scored(test, head_cols, m.weights, "zscore").chosen}
+    t = time.perf_counter()
+    chosen["MBR, chrF utility"] = {r["doc_id"]: r for r in mbr_select(test, load_metric("chrf")).chosen}
+    t_mbr = time.perf_counter() - t
+    oracle = {d: max(by_doc[d], key=lambda r: r[obj_col]) for d in tdocs}
+
+    # ---- the local judge on every chosen candidate (cached)
+    judge = JudgeMetric(args.judge, args.rubrics.split(","), cache=CACHE / "apply" / "judge.sqlite")
+    to_judge = {r["id"]: r for sel in chosen.values() for r in sel.values()}
+    t = time.perf_counter()
+    log(f"judging {len(to_judge)} distinct chosen candidates x {len(judge.rubric_ids)} rubrics with {args.judge}")
+    jrows = add_scores(list(to_judge.values()), judge.score(list(to_judge.values())))
+    t_judge = time.perf_counter() - t
+    jcols = judge.columns
+    jscore = {r["id"]: (float(np.mean([r[c] for c in jcols])) if all(r.get(c) is not None for c in jcols)
+                        else np.nan) for r in jrows}
+    log(f"judge: {t_judge:.0f} s ({judge.last_summary})")
+
+    # ---- table with paired bootstrap against the random pick
+    measures = {"student": lambda r: r["student.mean"], "judge": lambda r: jscore.get(r["id"], np.nan),
+                "rouge1": lambda r: r["metric.rouge1"]}
+    table, rows_md = {}, []
+    base = chosen["random pick"]
+    for name, sel in chosen.items():
+        entry = {}
+        for mname, fn in measures.items():
+            a = np.array([fn(sel[d]) if d in sel else np.nan for d in tdocs], dtype=float)
+            b = np.array([fn(base[d]) for d in tdocs], dtype=float)
+            entry[mname] = {"mean": float(np.nanmean(a)),
+                            "vs_random": paired(a, b, args.bootstrap, args.seed) if name != "random pick" else None}
+        table[name] = entry
+    exp_random = {"student": float(np.mean([np.mean([r["student.mean"] for r in by_doc[d]]) for d in tdocs])),
+                  "rouge1": float(np.mean([np.mean([r["metric.rouge1"] for r in by_doc[d]]) for d in tdocs]))}
+    orc = {"student": float(np.mean([oracle[d]["student.mean"] for d in tdocs])),
+           "rouge1": float(np.mean([oracle[d]["metric.rouge1"] for d in tdocs]))}
+
+    def cell(e: dict, digits: int) -> str:
+        s = fmt(e["mean"], digits)
+        v = e["vs_random"]
+        if v and v["delta"] is not None:
+            s += f" ({v['delta']:+.{digits}f} [{v['ci_low']:+.{digits}f}, {v['ci_high']:+.{digits}f}], p={v['p']:.3f})"
+        return s
+
+    for name, e in table.items():
+        rows_md.append({"selection": name, "student": cell(e["student"], 3), "judge": cell(e["judge"], 3),
+                        "rouge1": cell(e["rouge1"], 3)})
+    rows_md.append({"selection": "random pick, expectation over the N samples", "student": fmt(exp_random["student"], 3),
+                    "judge": "–", "rouge1": fmt(exp_random["rouge1"], 3)})
+    rows_md.append({"selection": f"oracle by {args.objective} (upper bound)", "student": fmt(orc["student"], 3),
+                    "judge": "–", "rouge1": fmt(orc["rouge1"], 3)})
+    tune_rows = [{"selection": f"{c.split('.')[-1]} head only (Eq. 7)", "dev": fmt(v, 4), "evaluations": "1",
+                  "weights": ""} for c, v in head_dev.items()]
+    tune_rows += [
+        {"selection": f"random search, {rs_l.evaluations} points (= MERT's line searches)", "dev": fmt(rs_l.value, 4),
+         "evaluations": str(rs_l.evaluations), "weights": ", ".join(f"{x:+.2f}" for x in rs_l.weights)},
+        {"selection": f"random search, {rs.evaluations} points (= MERT's evaluations)", "dev": fmt(rs.value, 4),
+         "evaluations": str(rs.evaluations), "weights": ", ".join(f"{x:+.2f}" for x in rs.weights)},
+        {"selection": "MERT (5 starts, axes + 2 random directions)", "dev": fmt(m.value, 4),
+         "evaluations": str(m.evaluations), "weights": ", ".join(f"{x:+.2f}" for x in m.weights)},
+        {"selection": "oracle", "dev": fmt(float(np.mean([g.max() for g in gs])), 4), "evaluations": "",
+         "weights": ""}]
+    md = [
+        "# N-best reranking with the GPT-4 student (bench_apply_rerank.py)", "",
+        f"Machine: {machine()}. Generator {args.generator}, N = {args.n} top-k samples (k = 50, "
+        f"{args.max_tokens} tokens) + 1 greedy per source; dev docs {args.dev_docs} ({len(dev_ids)} sources), "
+        f"test docs {args.test_docs} ({len(tdocs)} sources) of SummEval (sorted doc_id). Student: {student_origin}. "
+        f"Judge: {args.judge}, rubrics {args.rubrics} (mean of the aspects), probs mode.", "",
+        "## Test sources: mean score of the chosen candidate (difference to the random pick, 95% paired "
+        f"bootstrap interval over sources, one-sided p; {args.bootstrap} resamples)", "",
+        markdown_table(rows_md, ["selection", "student", "judge", "rouge1"],
+                       headers=["selection", "student (mean of 4 heads, 1-5)", "local judge (1-5)", "ROUGE-1 F"]),
+        "",
+        f"## Dev: tuning the Eq. 8 weights over the 4 heads (z-scored per source), objective mean {args.objective} "
+        "of the chosen candidate", "",
+        markdown_table(tune_rows, ["selection", "dev", "evaluations", "weights"],
+                       headers=["selection", "dev objective", "objective evaluations",
+                                "weights (" + ", ".join(c.split('.')[-1] for c in head_cols) + ")"]),
+        "",
+        f"Times: N-best {t_collect:.0f} s (generated {csum.generated}, reused {csum.resumed}), scoring "
+        f"{len(rows)} candidates with the student + ROUGE + chrF {t_score:.1f} s, MBR {t_mbr:.1f} s, "
+        f"judge {t_judge:.0f} s for {len(to_judge)} candidates, total {time.perf_counter() - t_all:.0f} s.",
+    ]
+    data = {"args": {k: str(v) for k, v in vars(args).items()}, "machine": machine(), "student": student_origin,
+            "dev_sources": len(dev_ids), "test_sources": len(tdocs), "candidates": len(rows),
+            "test": table, "random_expected": exp_random, "oracle": orc, "dev_heads": head_dev,
+            "mert": m.as_dict(), "random_search": rs.as_dict(), "random_search_line_budget": rs_l.as_dict(),
+            "seconds": {"collect": t_collect, "score": t_score, "mbr": t_mbr, "judge": t_judge,
+                        "total": time.perf_counter() - t_all},
+            "judge_summary": judge.last_summary.as_dict() if judge.last_summary else None}
+    j, mdp = write_results(args.out, data, md)
+    (Path(str(args.out) + ".chosen.jsonl")).write_text(
+        "".join(json.dumps({"selection": name, "doc_id": d, "id": r["id"], "candidate": r["candidate"],
+                            "student": r["student.mean"], "judge": None if np.isnan(jscore.get(r["id"], np.nan))
+                            else jscore[r["id"]], "rouge1": r["metric.rouge1"]}) + "\n"
+                for name, sel in chosen.items() for d, r in sel.items()), encoding="utf-8")
+    log(f"wrote {j} and {mdp}")
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()
