@@ -36,22 +36,29 @@ def train(
     mode: str = typer.Option("ref-free", help="ref-free (Eq. 10) | ref-based (Eq. 9) | fluency | fluency-ref"),
     dev: Optional[Path] = typer.Option(None, "--dev", help="dev file: per-epoch validation, best checkpoint, early stop"),
     encoder: str = typer.Option("minilm", help="minilm | mpnet | a transformers folder or hub id"),
-    pooling: str = typer.Option("mean", help="cls (the paper) | mean | layerwise-mix (COMET)"),
-    loss: str = typer.Option("mse", help="mse (Eq. 11) | ce (star classes, expected value) | pairwise (Eq. 3) | "
-                             "mse+pairwise"),
+    pooling: Optional[str] = typer.Option(None, help="cls (the paper) | mean | layerwise-mix (COMET); default: "
+                                          "ModelConfig's"),
+    loss: Optional[str] = typer.Option(None, help="mse (Eq. 11) | ce (star classes, expected value) | pairwise "
+                                       "(Eq. 3) | mse+pairwise; default: ModelConfig's"),
     pairwise_weight: float = typer.Option(1.0, help="weight of the ranking term in mse+pairwise"),
     label_range: Optional[str] = typer.Option(None, help="declared rating scale MIN,MAX (default: the rubric "
                                               "scale recorded by `csem annotate`, else inferred from the labels)"),
-    hidden_sizes: str = typer.Option("3072,1024", help="head hidden sizes, comma separated"),
+    architecture: Optional[str] = typer.Option(None, help="bi-encoder (Eq. 9/10, COMET estimator) | unified "
+                                               "(cross-encoder: candidate, reference and source in one input); "
+                                               "default: ModelConfig's"),
+    hidden_sizes: Optional[str] = typer.Option(None, help="head hidden sizes, comma separated (default: ModelConfig's)"),
     activation: str = typer.Option("tanh", help="tanh | relu | gelu | sigmoid"),
     dropout: float = typer.Option(0.1),
-    max_length: int = typer.Option(512, help="tokens kept per text"),
+    max_length: Optional[int] = typer.Option(None, help="tokens kept per text (unified: per joint input)"),
+    source_max_length: Optional[int] = typer.Option(None, help="bi-encoder: tokens kept of the source"),
     ref_aggregation: str = typer.Option("max", help="several references: max | mean of the per-reference scores"),
-    epochs: int = typer.Option(10, help="maximum epochs (paper: 10)"),
+    epochs: Optional[int] = typer.Option(None, help="maximum epochs (default: TrainConfig's)"),
     batch_size: int = typer.Option(32),
-    lr: float = typer.Option(1e-5, help="encoder learning rate (paper: 1e-5)"),
-    head_lr: float = typer.Option(3e-5, help="head learning rate (COMET: 3e-5)"),
-    frozen_epochs: float = typer.Option(0.3, help="epochs with the encoder frozen first (COMET: 0.3)"),
+    lr: Optional[float] = typer.Option(None, help="encoder learning rate (default: TrainConfig's)"),
+    head_lr: Optional[float] = typer.Option(None, help="head learning rate (default: TrainConfig's)"),
+    frozen_epochs: Optional[float] = typer.Option(None, help="epochs with the encoder frozen first"),
+    train_layers: Optional[int] = typer.Option(None, help="fine-tune only the top N encoder layers (lower layers' "
+                                               "outputs cached once); -1 = all layers; default: TrainConfig's"),
     layerwise_decay: float = typer.Option(0.95),
     patience: int = typer.Option(3, help="early-stopping patience in epochs (with --dev)"),
     gradient_clip: float = typer.Option(1.0, help="max gradient norm (0 = off)"),
@@ -60,6 +67,7 @@ def train(
     accelerator: str = typer.Option("auto", help="Lightning accelerator: auto | cpu | gpu"),
     devices: str = typer.Option("auto", help="Lightning devices: auto | N"),
     num_nodes: int = typer.Option(1),
+    strategy: str = typer.Option("auto", help="Lightning strategy, e.g. ddp (several processes; CPU: over gloo)"),
     threads: Optional[int] = typer.Option(None, help="torch CPU threads"),
     name: str = typer.Option("csem", help="metric name: scores go to metric.<name>.<aspect>"),
     judge: Optional[str] = typer.Option(None, help="teacher judge, for the metric card"),
@@ -70,7 +78,7 @@ def train(
     """Train an evaluation model (encoder + Eq. 9/10 features + feed-forward heads) and save it with its metric card."""
     from csem.data.records import check_output_path, read_records
     from csem.model import ModelConfig, TrainConfig
-    from csem.model.train import train as train_model
+    from csem.model.train import is_global_zero, train as train_model
     from csem.model.labels import parse_label_spec, pivot_long, prepare_labels
     from csem.model.validation import aspect_name as label_aspect
 
@@ -123,15 +131,21 @@ def train(
             dev_records = prepare_labels(dev_records, groups, normalise=normalise, combine=combine,
                                          label_range=ranges if normalise == "none" else None,
                                          where=str(dev)).records
-    config = ModelConfig(name=name, encoder=encoder, pooling=pooling, mode=mode, loss=loss,
-                         hidden_sizes=[int(h) for h in hidden_sizes.split(",") if h.strip()],
-                         activation=activation, dropout=dropout, max_length=max_length, pairwise_weight=pairwise_weight,
-                         ref_aggregation=ref_aggregation)
-    tc = TrainConfig(lr=lr, head_lr=head_lr, batch_size=batch_size, max_epochs=epochs, patience=patience,
-                     frozen_epochs=frozen_epochs, layerwise_decay=layerwise_decay, gradient_clip=gradient_clip,
-                     seed=seed, precision=precision, accelerator=accelerator,
-                     devices=int(devices) if devices.isdigit() else devices, num_nodes=num_nodes,
-                     num_threads=threads, progress=progress)
+    # options left unset take the defaults of ModelConfig / TrainConfig (their one home)
+    given = lambda **kw: {k: v for k, v in kw.items() if v is not None}  # noqa: E731
+    config = ModelConfig(**given(
+        name=name, encoder=encoder, pooling=pooling, mode=mode, loss=loss, architecture=architecture,
+        hidden_sizes=[int(h) for h in hidden_sizes.split(",") if h.strip()] if hidden_sizes else None,
+        activation=activation, dropout=dropout, max_length=max_length, source_max_length=source_max_length,
+        pairwise_weight=pairwise_weight, ref_aggregation=ref_aggregation))
+    tc = TrainConfig(**given(
+        lr=lr, head_lr=head_lr, batch_size=batch_size, max_epochs=epochs, patience=patience,
+        frozen_epochs=frozen_epochs, layerwise_decay=layerwise_decay, gradient_clip=gradient_clip,
+        seed=seed, precision=precision, accelerator=accelerator,
+        devices=int(devices) if devices.isdigit() else devices, num_nodes=num_nodes, strategy=strategy,
+        num_threads=threads, progress=progress))
+    if train_layers is not None:
+        tc = tc.model_copy(update={"train_layers": None if train_layers < 0 else train_layers})
     model = train_model(records, label_cols, mode, out_dir=None, config=config, train_config=tc,
                         dev_records=dev_records, label_range=ranges, judge=judge, rubric=rubric,
                         preferences=preferences)
@@ -141,6 +155,8 @@ def train(
                                               for k, v in ensembles.items()}}
     if preferences is not None:
         model.card["labels"] = {"preference_pairs": len(preferences), "loss": "Eq. 3 on judged pairs"}
+    if not is_global_zero():  # under DDP (--strategy ddp) the other ranks leave writing to rank 0
+        return
     model.save(out)
     val = model.card.get("validation")
     summary = ""

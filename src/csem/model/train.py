@@ -54,6 +54,15 @@ class KeepBest(Callback):
             self.report = copy.deepcopy(pl_module.history[-1])
 
 
+def is_global_zero() -> bool:
+    """True unless this process is a non-zero rank of an initialised torch.distributed group (DDP)."""
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank() == 0
+    # Lightning's DDP launcher starts the other ranks as copies of the command with these set
+    return int(os.environ.get("NODE_RANK", 0) or 0) == 0 and int(os.environ.get("LOCAL_RANK", 0) or 0) == 0
+
+
 def train(
     records: Sequence[Mapping[str, Any]],
     label_cols: Sequence[str] | str,
