@@ -16,7 +16,6 @@ fails the requests batched with it. The server library is FastAPI over uvicorn (
 :func:`load_test` measures requests/s and latency percentiles against a running server.
 """
 
-from __future__ import annotations
 
 import asyncio
 import statistics
