@@ -18,56 +18,31 @@ Parts (run in this order, each resumable through the SQLite cache except ``reuse
 
 Results are rewritten after every document to benchmarks/results/judge_summeval.{json,md}.
 Run: ``nohup python3 benchmarks/bench_judge_summeval.py > benchmarks/results/judge_summeval.log 2>&1 &``
+(``--help`` lists the options; ``--data-dir`` or ``$CSEM_DATA`` locates SummEval.)
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import math
-import os
-import platform
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from harness import CACHE, fmt, log, machine, markdown_table, now, parser, setup, summary_row, summeval, write_results
+
 ASPECTS = ("coherence", "relevance", "consistency", "fluency")
+JUDGE_FIELDS = ("id", "doc_id", "system_id", "source", "candidate")  # what the judge sees (prompts stay as cached)
 
 
-def log(msg: str) -> None:
-    print(time.strftime("%H:%M:%S"), msg, flush=True)
-
-
-def load_summeval(data: Path, docs: slice) -> list[dict]:
-    rows = [json.loads(line) for line in (data / "summeval" / "summeval.jsonl").open(encoding="utf-8")]
-    doc_ids = sorted({r["doc_id"] for r in rows})[docs]
-    keep = set(doc_ids)
-    out = []
-    for r in rows:
-        if r["doc_id"] in keep:
-            rec = {"id": f"{r['doc_id']}/{r['system_id']}", "doc_id": r["doc_id"], "system_id": r["system_id"],
-                   "source": r["source"], "candidate": r["summary"]}
-            rec.update({f"human.{a}": float(v) for a, v in r["expert_mean"].items()})
-            out.append(rec)
-    order = {d: i for i, d in enumerate(doc_ids)}
-    out.sort(key=lambda r: (order[r["doc_id"]], r["system_id"]))
-    return out
+def load_rows(data_dir, docs: str) -> list[dict]:
+    """SummEval through csem's loader: untokenised article as source, G-Eval's ``system_output`` as
+    candidate, expert means as ``human.<aspect>``; ordered by (sorted doc_id, system_id)."""
+    return [{k: r[k] for k in JUDGE_FIELDS} | {f"human.{a}": r[f"human.{a}"] for a in ASPECTS}
+            for r in summeval(data_dir, docs=docs)]
 
 
 def corr(rows: list[dict], aspect: str, col: str | None = None) -> dict:
-    from csem.meta.correlation import correlate
-
-    col = col or f"judge.{aspect}"
-    m = [r.get(col) for r in rows]
-    h = [r[f"human.{aspect}"] for r in rows]
-    g = [r["doc_id"] for r in rows]
-    out = {}
-    for method in ("spearman", "kendall"):
-        c = correlate(m, h, level="summary", method=method, groups=g)
-        out[method] = None if math.isnan(c.value) else round(c.value, 4)
-        out["n_docs"], out["n_skipped"], out["n_pairs"], out["n_missing"] = c.n_groups, c.n_skipped, c.n_pairs, c.n_missing
-    return out
+    """Summary-level Spearman and Kendall tau-b of ``judge.<aspect>`` (or ``col``) with the experts."""
+    return summary_row(rows, col or f"judge.{aspect}", f"human.{aspect}", digits=4)
 
 
 def latency_sum(cache, backend_id: str, rows: list[dict], rubric, mode: str, params: dict) -> float:
@@ -81,44 +56,40 @@ def latency_sum(cache, backend_id: str, rows: list[dict], rubric, mode: str, par
     return total
 
 
-def write_results(results: dict, out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(results, indent=2))
+def render(results: dict) -> list[str]:
+    """The Markdown report of ``results``."""
     lines = [f"# G-Eval judge on SummEval ({results['judge']})", "",
              f"Docs {results['docs']} (sorted doc_id order) x 16 systems; machine: {results['machine']}; "
              f"updated {results['updated']}.", ""]
     if "reuse" in results:
         r = results["reuse"]
         lines += ["## Prefix reuse (same judgments, measured in one run)", "",
-                  "| judgments | s/judgment with reuse | s/judgment without | ratio | max score diff |",
-                  "| --- | --- | --- | --- | --- |",
-                  f"| {r['n']} | {r['s_per_judgment_reuse']:.2f} | {r['s_per_judgment_no_reuse']:.2f} | "
-                  f"{r['ratio_reuse_over_no_reuse']:.3f}x | {r['max_abs_score_diff']:.2e} |", ""]
+                  markdown_table([[r["n"], fmt(r["s_per_judgment_reuse"], 2), fmt(r["s_per_judgment_no_reuse"], 2),
+                                   f"{r['ratio_reuse_over_no_reuse']:.3f}x", f"{r['max_abs_score_diff']:.2e}"]],
+                                 ["n", "reuse", "no_reuse", "ratio", "diff"],
+                                 headers=["judgments", "s/judgment with reuse", "s/judgment without", "ratio",
+                                          "max score diff"]), ""]
     if "sample" in results:
         s = results["sample"]
+        rows = [[m, s[m]["n"], fmt(s[m]["seconds"], 1), fmt(s[m]["s_per_judgment"], 2), s[m]["corr"]["spearman"],
+                 s[m]["corr"]["kendall"], s[m]["missing"]] for m in ("probs", "sample")]
         lines += ["## probs vs sample (n=20, temperature 1), coherence", "",
-                  "| mode | judgments | backend seconds | s/judgment | summary Spearman | summary Kendall tau-b | missing |",
-                  "| --- | --- | --- | --- | --- | --- | --- |"]
-        for m in ("probs", "sample"):
-            d = s[m]
-            lines.append(f"| {m} | {d['n']} | {d['seconds']:.1f} | {d['s_per_judgment']:.2f} | {d['corr']['spearman']} | "
-                         f"{d['corr']['kendall']} | {d['missing']} |")
-        lines += ["", f"probs is {s['speedup_probs_over_sample']:.2f}x faster than sample n=20.", ""]
+                  markdown_table(rows, list("abcdefg"), digits=4,
+                                 headers=["mode", "judgments", "backend seconds", "s/judgment", "summary Spearman",
+                                          "summary Kendall tau-b", "missing"]),
+                  "", f"probs is {s['speedup_probs_over_sample']:.2f}x faster than sample n=20.", ""]
     if results.get("main"):
+        rows = [[a, d["docs_done"], d["n"], d["missing"], d["corr"]["spearman"], d["corr"]["kendall"],
+                 f"{d['corr']['n_docs']} / {d['corr']['n_skipped']}"] for a, d in results["main"].items()]
         lines += ["## Summary-level correlation with SummEval experts (probs mode)", "",
-                  "| aspect | docs done | judgments | missing | Spearman | Kendall tau-b | docs used / skipped |",
-                  "| --- | --- | --- | --- | --- | --- | --- |"]
-        for a, d in results["main"].items():
-            c = d["corr"]
-            lines.append(f"| {a} | {d['docs_done']} | {d['n']} | {d['missing']} | {c['spearman']} | {c['kendall']} | "
-                         f"{c['n_docs']} / {c['n_skipped']} |")
-        lines.append("")
-    out.with_suffix(".md").write_text("\n".join(lines))
+                  markdown_table(rows, list("abcdefg"), digits=4,
+                                 headers=["aspect", "docs done", "judgments", "missing", "Spearman", "Kendall tau-b",
+                                          "docs used / skipped"]), ""]
+    return lines
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=Path(os.environ.get("CSEM_SHARED_DATA", ROOT.parent / "shared" / "data")))
+    ap = parser(__doc__, out="judge_summeval", threads=2)
     ap.add_argument("--docs", default="50:70", help="slice of the sorted doc ids (default 50:70)")
     ap.add_argument("--aspects", default=",".join(ASPECTS))
     ap.add_argument("--parts", default="reuse,sample,main")
@@ -126,24 +97,22 @@ def main() -> int:
     ap.add_argument("--reuse-n", type=int, default=8, help="judgments in each arm of the reuse comparison")
     ap.add_argument("--sample-docs", type=int, default=2)
     ap.add_argument("--n", type=int, default=20)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--cache", type=Path, default=ROOT / "benchmarks" / ".cache" / "judge.sqlite")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "judge_summeval")
+    ap.add_argument("--cache", type=Path, default=CACHE / "judge.sqlite")
     args = ap.parse_args()
+    setup(args)
 
     from csem.judge import JudgmentCache, judge_records
     from csem.llm.providers.llama_cpp import llama_cpp_backend
     from csem.rubrics import load_rubric
 
-    lo, hi = (int(x) for x in args.docs.split(":"))
-    rows = load_summeval(args.data, slice(lo, hi))
+    rows = load_rows(args.data_dir, args.docs)
     doc_ids = list(dict.fromkeys(r["doc_id"] for r in rows))
     log(f"{len(rows)} records, {len(doc_ids)} docs")
     t0 = time.perf_counter()
     backend = llama_cpp_backend(args.judge.removeprefix("llama-cpp:"), n_threads=args.threads)
     log(f"judge {backend.id} loaded in {time.perf_counter() - t0:.1f} s")
-    results = {"judge": backend.id, "docs": f"{lo}:{hi}", "machine": f"{platform.machine()}, {os.cpu_count()} cpu, "
-               f"{args.threads} threads", "updated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    results = {"judge": backend.id, "docs": args.docs, "machine": f"{machine()}, {args.threads} threads",
+               "updated": now()}
     prev = args.out.with_suffix(".json")
     if prev.exists():
         old = json.loads(prev.read_text())
@@ -153,8 +122,8 @@ def main() -> int:
     rub = {a: load_rubric(f"geval/summeval-{a}") for a in ASPECTS}
 
     def save() -> None:
-        results["updated"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-        write_results(results, args.out)
+        results["updated"] = now()
+        write_results(args.out, results, render(results))
 
     if "reuse" in parts:
         sub = [r for r in rows if r["doc_id"] == doc_ids[0]][: args.reuse_n]
@@ -227,4 +196,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

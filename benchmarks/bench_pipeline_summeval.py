@@ -16,42 +16,34 @@ cache (``benchmarks/.cache/judge.sqlite``) is shared with ``bench_judge_summeval
 rubrics and prompts), so judgments made by either are reused, and an interrupted run resumes.
 
     python benchmarks/bench_pipeline_summeval.py --train-docs 0:50 --test-docs 50:100
+
+``--quick`` runs the same code on 4 training and 2 test documents with SmolLM2 as generator and
+judge (plumbing only; results in a temporary folder).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
+import random
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "src"))
+from harness import CACHE, doc_ids, doc_slice, log, markdown_table, parser, setup, summary_row, summeval, write_results
 
-from csem.collect.sampler import GeneratorSpec, collect_candidates  # noqa: E402
-from csem.data.datasets import load_summeval  # noqa: E402
-from csem.judge import judge_records  # noqa: E402
-from csem.meta.correlation import correlate  # noqa: E402
-from csem.model import ModelConfig, TrainConfig, train  # noqa: E402
+from csem.collect.sampler import GeneratorSpec, collect_candidates
+from csem.judge import judge_records
+from csem.model import ModelConfig, TrainConfig, train
 
 RUBRICS = {"coherence": "geval/summeval-coherence", "relevance": "geval/summeval-relevance",
            "consistency": "geval/summeval-consistency", "fluency": "geval/summeval-fluency"}
 
 
-def _slice(s: str) -> slice:
-    a, b = s.split(":")
-    return slice(int(a), int(b))
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = parser(__doc__, out="pipeline_summeval", threads=2, quick=True)
     ap.add_argument("--train-docs", default="0:50")
     ap.add_argument("--test-docs", default="50:100")
     ap.add_argument("--aspects", default="coherence,relevance")
     ap.add_argument("--systems-per-doc", type=int, default=16, help="systems judged per training document (seeded subset)")
     ap.add_argument("--judge-test-docs", default=None, help="slice of the sorted doc ids the judge runs on (default: --test-docs)")
-    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--judge", default="local")
     ap.add_argument("--generator", default="local")
     ap.add_argument("--num-samples", type=int, default=1, help="J generated candidates per training document")
@@ -62,46 +54,50 @@ def main() -> None:
     ap.add_argument("--dev-fraction", type=float, default=0.0,
                     help="training documents held out for best-epoch selection (default 0: fixed epochs)")
     ap.add_argument("--fine-tune", action="store_true", help="train the encoder too (default: frozen encoder)")
-    ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: min(2, cores))")
-    ap.add_argument("--cache", default=str(HERE / ".cache" / "judge.sqlite"))
-    ap.add_argument("--out", default=str(HERE / "results" / "pipeline_summeval"))
+    ap.add_argument("--cache", default=str(CACHE / "judge.sqlite"))
     args = ap.parse_args()
+    setup(args)
+    if args.quick:  # plumbing only: the smallest models, 2 training and 2 test documents
+        args.train_docs, args.test_docs, args.judge_test_docs, args.systems_per_doc = "0:4", "50:52", "50:51", 3
+        args.aspects, args.epochs = "coherence", 2
+        args.judge = args.generator = "llama-cpp:smollm2"
+        args.max_tokens, args.cache = 24, str(args.out.parent / "judge.sqlite")
 
     aspects = [a for a in args.aspects.split(",") if a]
     rubrics = [RUBRICS[a] for a in aspects]
-    records = load_summeval()
-    docs = sorted({r["doc_id"] for r in records})
-    train_docs, test_docs = set(docs[_slice(args.train_docs)]), set(docs[_slice(args.test_docs)])
-    assert not train_docs & test_docs, "train and test documents overlap"
-    judged_test_docs = set(docs[_slice(args.judge_test_docs)]) if args.judge_test_docs else test_docs
-    assert judged_test_docs <= test_docs, "--judge-test-docs must lie inside --test-docs"
-    import random
-
+    records = summeval(args.data_dir)
+    docs = doc_ids(records)
+    train_docs, test_docs = set(docs[doc_slice(args.train_docs)]), set(docs[doc_slice(args.test_docs)])
+    if train_docs & test_docs:
+        raise SystemExit("train and test documents overlap")
+    judged_test_docs = set(docs[doc_slice(args.judge_test_docs)]) if args.judge_test_docs else test_docs
+    if not judged_test_docs <= test_docs:
+        raise SystemExit("--judge-test-docs must lie inside --test-docs")
     rng = random.Random(args.seed)
     systems = sorted({r["system_id"] for r in records})
     keep_sys = {d: set(rng.sample(systems, min(args.systems_per_doc, len(systems)))) for d in sorted(train_docs)}
     train_sys = [r for r in records if r["doc_id"] in train_docs and r["system_id"] in keep_sys[r["doc_id"]]]
     test_recs = [r for r in records if r["doc_id"] in test_docs]
     Path(args.cache).parent.mkdir(parents=True, exist_ok=True)
-    out = Path(args.out)
+    out = args.out
     out.parent.mkdir(parents=True, exist_ok=True)
     t_all = time.perf_counter()
 
     # stage i: candidates from the local generator for the training documents
     sources = [{"id": d, "source": next(r["source"] for r in train_sys if r["doc_id"] == d)} for d in sorted(train_docs)]
-    opts = {"n_threads": args.threads} if args.threads else {}
+    opts = {"n_threads": args.threads}
     from csem.llm import GenerateConfig
 
     gen, gsum = collect_candidates(sources, [GeneratorSpec(uri=args.generator, name="local-gen", num_samples=args.num_samples, options=opts)],
                                    decoding=GenerateConfig(max_tokens=args.max_tokens), include_reference=False,
                                    partial_path=out.with_name(out.name + ".candidates.partial.jsonl"))
-    print(f"collect: {gsum.as_dict()}", flush=True)
+    log(f"collect: {gsum.as_dict()}")
 
     # stage ii: the local judge on the training pool and on the test documents
     pool, s_train = judge_records(train_sys + gen, rubrics, args.judge, cache=args.cache, backend_options=opts)
-    print(f"judge (train pool): {s_train.as_dict()}", flush=True)
+    log(f"judge (train pool): {s_train.as_dict()}")
     test_j, s_test = judge_records([r for r in test_recs if r["doc_id"] in judged_test_docs], rubrics, args.judge, cache=args.cache, backend_options=opts)
-    print(f"judge (test): {s_test.as_dict()}", flush=True)
+    log(f"judge (test): {s_test.as_dict()}")
 
     # stage iii: the student, trained on judge labels only (no human score); optionally a fraction of
     # the training documents held out as dev for best-epoch selection
@@ -119,7 +115,8 @@ def main() -> None:
                   train_config=TrainConfig(max_epochs=args.epochs, frozen_epochs=frozen, head_lr=3e-4, batch_size=16,
                                            patience=4, num_threads=2), dev_records=dv or None,
                   label_range={c: (1.0, 3.0) if c == "judge.fluency" else (1.0, 5.0) for c in cols},
-                  judge=args.judge, rubric=",".join(rubrics), out_dir=HERE / ".cache" / "pipeline_summeval_model")
+                  judge=args.judge, rubric=",".join(rubrics), out_dir=out.parent / ".cache" / "pipeline_summeval_model"
+                  if args.quick else CACHE / "pipeline_summeval_model")
     train_s = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -135,20 +132,16 @@ def main() -> None:
     st = {r["id"]: r for r in scored}
     judged_recs = [r for r in test_recs if r["doc_id"] in judged_test_docs]
 
-    def corr(recs, vals, a):
-        human = [r[f"human.{a}"] for r in recs]
-        groups = [r["doc_id"] for r in recs]
-        out = {}
-        for m in ("spearman", "kendall"):
-            c = correlate(vals, human, level="summary", method=m, groups=groups)
-            out[m], out["skipped"], out["missing"] = round(c.value, 4), c.n_skipped, c.n_missing
-        return out
+    def corr(recs, col_of, a):
+        rows = [{"doc_id": r["doc_id"], "x": col_of(r), "h": r[f"human.{a}"]} for r in recs]
+        c = summary_row(rows, "x", "h", digits=4)
+        return {"spearman": c["spearman"], "kendall": c["kendall"], "skipped": c["n_skipped"], "missing": c["n_missing"]}
 
     for a in aspects:
         result["aspects"][a] = {
-            "student_all_test": corr(test_recs, [st[r["id"]][f"metric.{name}.{a}"] for r in test_recs], a),
-            "student_judged_docs": corr(judged_recs, [st[r["id"]][f"metric.{name}.{a}"] for r in judged_recs], a),
-            "judge_judged_docs": corr(judged_recs, [jt[r["id"]].get(f"judge.{a}") for r in judged_recs], a),
+            "student_all_test": corr(test_recs, lambda r: st[r["id"]][f"metric.{name}.{a}"], a),
+            "student_judged_docs": corr(judged_recs, lambda r: st[r["id"]][f"metric.{name}.{a}"], a),
+            "judge_judged_docs": corr(judged_recs, lambda r: jt[r["id"]].get(f"judge.{a}"), a),
         }
     judged_now = s_train.judged + s_test.judged
     result.update({
@@ -160,27 +153,27 @@ def main() -> None:
         "student_samples_per_second": round(len(test_recs) / score_s, 1),
         "wall_seconds": round(time.perf_counter() - t_all, 1),
     })
-    out.with_suffix(".json").write_text(json.dumps(result, indent=2))
     jd = args.judge_test_docs or args.test_docs
-    lines = [f"# CSEM loop on SummEval: train docs {args.train_docs}, test docs {args.test_docs} (sorted doc_id)", "",
+    table = [[a, r["student_all_test"]["spearman"], r["student_all_test"]["kendall"],
+              r["student_judged_docs"]["spearman"], r["judge_judged_docs"]["spearman"],
+              r["student_judged_docs"]["kendall"], r["judge_judged_docs"]["kendall"]]
+             for a, r in result["aspects"].items()]
+    lines = [f"# CSEM loop on SummEval: train docs {args.train_docs}, test docs {args.test_docs} (sorted doc_id)"
+             + (" (QUICK mode: not the benchmark)" if args.quick else ""), "",
              f"Judge `{args.judge}`, generator `{args.generator}` (J={args.num_samples}, top-k 50), student `{args.encoder}` ref-free, "
              f"{'fine-tuned' if args.fine_tune else 'frozen encoder'}, loss `{args.loss}`, "
              f"{'up to ' if dv else ''}{args.epochs} epochs{', best dev epoch' if dv else ''}.",
              f"Training rows {len(tr)} (+{len(dv)} dev) = {args.systems_per_doc} of the 16 systems per training document "
              f"+ {len(gen)} generated candidates; test: {len(test_recs)} summaries; the judge ran on test docs {jd}.", "",
-             f"| aspect | student Spearman (docs {args.test_docs}) | student Kendall | student Spearman (docs {jd}) | "
-             f"judge Spearman (docs {jd}) | student Kendall (docs {jd}) | judge Kendall (docs {jd}) |",
-             "|---|---|---|---|---|---|---|"]
-    for a, r in result["aspects"].items():
-        sa, sj, jj = r["student_all_test"], r["student_judged_docs"], r["judge_judged_docs"]
-        lines.append(f"| {a} | {sa['spearman']:.3f} | {sa['kendall']:.3f} | {sj['spearman']:.3f} | {jj['spearman']:.3f} | "
-                     f"{sj['kendall']:.3f} | {jj['kendall']:.3f} |")
-    lines += ["", f"Judge: {result['judgments_total']} judgments ({judged_now} made in this run in "
-              f"{result['judge_seconds_this_run']} s, {result['judgments_from_cache']} from the cache). "
-              f"Student: trained in {result['train_seconds']} s, scores {result['student_samples_per_second']} samples/s."]
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+             markdown_table(table, list("abcdefg"),
+                            headers=["aspect", f"student Spearman (docs {args.test_docs})", "student Kendall",
+                                     f"student Spearman (docs {jd})", f"judge Spearman (docs {jd})",
+                                     f"student Kendall (docs {jd})", f"judge Kendall (docs {jd})"]),
+             "", f"Judge: {result['judgments_total']} judgments ({judged_now} made in this run in "
+             f"{result['judge_seconds_this_run']} s, {result['judgments_from_cache']} from the cache). "
+             f"Student: trained in {result['train_seconds']} s, scores {result['student_samples_per_second']} samples/s."]
+    write_results(out, result, lines)
     print("\n".join(lines))
-
 
 if __name__ == "__main__":
     main()

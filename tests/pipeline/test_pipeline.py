@@ -1,5 +1,7 @@
-"""The whole loop on real parts: SmolLM2 generates and judges (plumbing-grade), MiniLM is trained,
-every stage writes its file, a re-run skips finished stages, --from forces, a killed annotate resumes."""
+"""The whole loop: every stage writes its file, a re-run skips finished stages, --from forces, changed
+settings re-run only what follows (fast tier: the FAKE backend generates and judges, the tiny random
+encoder is trained); a killed ``csem run`` resumes annotate from the judge cache (slow tier: SmolLM2
+generates and judges, MiniLM is trained, in a real subprocess)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,9 @@ from csem.pipeline.runner import Pipeline, split_sources
 EXAMPLES = Path(__file__).resolve().parents[2] / "src" / "csem" / "pipeline" / "examples"
 
 
-def _pipeline_file(tmp: Path, **over) -> Path:
+def _pipeline_file(tmp: Path, fast: tuple[str, Path] | None = None, **over) -> Path:
+    """A pipeline over 8 example sources; ``fast`` = (fake backend URI, tiny encoder folder) replaces
+    the real generator, judge and encoder."""
     src = read_records(EXAMPLES / "news_sources.jsonl", required=("source",))[:8]
     write_records(src, tmp / "sources.jsonl")
     cfg = {
@@ -32,6 +36,10 @@ def _pipeline_file(tmp: Path, **over) -> Path:
         "train": {"encoder": "minilm", "mode": "ref-free", "model": {"hidden_sizes": [64], "max_length": 128},
                   "options": {"max_epochs": 2, "batch_size": 8, "frozen_epochs": 0, "num_threads": 2}},
     }
+    if fast is not None:
+        cfg["collect"]["generators"] = [{"uri": fast[0], "name": "fake", "num_samples": 2}]
+        cfg["annotate"]["judge"] = fast[0]
+        cfg["train"]["encoder"] = str(fast[1])
     for k, v in over.items():
         cfg[k] = {**cfg[k], **v} if isinstance(v, dict) else v
     path = tmp / "pipe.yaml"
@@ -39,16 +47,21 @@ def _pipeline_file(tmp: Path, **over) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def finished_run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("pipe")
-    p = Pipeline.from_file(_pipeline_file(tmp), tmp / "run", progress=False)
+@pytest.fixture(scope="module", params=["fake", pytest.param("real", marks=pytest.mark.slow)])
+def finished_run(request, tmp_path_factory):
+    """The loop on the fake backend and the tiny encoder (fast tier), or on SmolLM2 and MiniLM (slow tier).
+    Returns (folder, pipeline, agreement rows, ``fast`` argument of :func:`_pipeline_file`)."""
+    fast = None
+    if request.param == "fake":
+        fast = (request.getfixturevalue("fake_llm"), request.getfixturevalue("tiny_encoder"))
+    tmp = tmp_path_factory.mktemp(f"pipe_{request.param}")
+    p = Pipeline.from_file(_pipeline_file(tmp, fast), tmp / "run", progress=False)
     rows = p.run()
-    return tmp, p, rows
+    return tmp, p, rows, fast
 
 
 def test_every_stage_writes_its_file(finished_run):
-    tmp, p, rows = finished_run
+    tmp, p, rows, _ = finished_run
     rd = p.run_dir
     for f in ("candidates.jsonl", "labelled.jsonl", "model/model.safetensors", "model/metric_card.json",
               "scored.jsonl", "meta.json", "report.md", "report.html", "figures/student_vs_judge_coherence.png"):
@@ -73,7 +86,7 @@ def test_every_stage_writes_its_file(finished_run):
 
 
 def test_rerun_skips_and_from_forces(finished_run):
-    tmp, p, rows = finished_run
+    tmp, p, rows, _ = finished_run
     before = json.loads((p.run_dir / "state.json").read_text())
     again = Pipeline.from_file(tmp / "pipe.yaml", p.run_dir, progress=False)
     assert again.run() == rows
@@ -88,19 +101,19 @@ def test_rerun_skips_and_from_forces(finished_run):
 
 
 def test_changed_settings_rerun_only_downstream(finished_run, tmp_path):
-    tmp, p, _ = finished_run
+    tmp, p, _, fast = finished_run
     run = tmp_path / "run"
     shutil.copytree(p.run_dir, run)
     before = json.loads((run / "state.json").read_text())
     # a different train setting: collect and annotate stay, train and later stages run again
-    path = _pipeline_file(tmp_path, train={"options": {"max_epochs": 1, "batch_size": 8, "frozen_epochs": 0,
-                                                       "num_threads": 2}})
+    path = _pipeline_file(tmp_path, fast, train={"options": {"max_epochs": 1, "batch_size": 8, "frozen_epochs": 0,
+                                                             "num_threads": 2}})
     Pipeline.from_file(path, run, progress=False).run()
     after = json.loads((run / "state.json").read_text())
     assert after["collect"] == before["collect"] and after["annotate"] == before["annotate"]
     assert after["train"]["fingerprint"] != before["train"]["fingerprint"]
     # a different split: still no new collect or annotate (the split is applied at training time)
-    path = _pipeline_file(tmp_path, split={"seed": 3})
+    path = _pipeline_file(tmp_path, fast, split={"seed": 3})
     Pipeline.from_file(path, run, progress=False).run()
     again = json.loads((run / "state.json").read_text())
     assert again["collect"] == before["collect"] and again["annotate"] == before["annotate"]
@@ -109,8 +122,11 @@ def test_changed_settings_rerun_only_downstream(finished_run, tmp_path):
 
 
 def test_killed_annotate_resumes_from_the_judge_cache(finished_run, tmp_path):
-    """Kill `csem run` during annotate; the re-run judges only what the cache lacks."""
-    tmp, p, _ = finished_run
+    """Kill `csem run` during annotate; the re-run judges only what the cache lacks (a real subprocess:
+    SmolLM2 only, since the subprocess cannot see the in-process fake backend)."""
+    tmp, p, _, fast = finished_run
+    if fast is not None:
+        pytest.skip("needs the real judge in a subprocess (the slow tier runs it)")
     run = tmp_path / "run"
     run.mkdir()
     for f in ("candidates.jsonl", "state.json"):
