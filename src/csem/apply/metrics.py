@@ -100,12 +100,12 @@ class JudgeMetric:
     """
 
     def __init__(self, judge: str, rubrics: Sequence[str], *, cache: str | Path | None = None, **options: Any):
-        from csem.judge.runner import score_columns
+        from csem.judge.runner import rubric_columns
         from csem.rubrics import load_rubrics
 
         self.judge, self.rubric_ids = judge, list(rubrics)
         self.rubrics = load_rubrics(",".join(self.rubric_ids))
-        self.columns = [f"judge.{c}" for c in score_columns(self.rubrics).values()]
+        self.columns = [f"judge.{c}" for c in rubric_columns(self.rubrics).values()]
         self.name = f"judge:{'+'.join(self.rubric_ids)}@{judge}"
         self.needs_reference = any(getattr(r, "uses_reference", False) for r in self.rubrics)
         self.cache, self.options = cache, {"progress": False, **options}

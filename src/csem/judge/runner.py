@@ -80,7 +80,7 @@ class _Job:
     messages: list[dict]
 
 
-def score_columns(rubrics: Sequence[Rubric]) -> dict[tuple[str, str], str]:
+def rubric_columns(rubrics: Sequence[Rubric]) -> dict[tuple[str, str], str]:
     """Column name (without ``judge.``) of each (rubric id, aspect): the aspect, or
     ``<aspect>@<rubric id>`` when two requested rubrics share an aspect name."""
     counts = Counter(a for r in rubrics for a in r.aspect_names)
@@ -147,7 +147,7 @@ async def ajudge_records(
     rubric_list: list[Rubric] = []
     for r in rubrics:
         rubric_list.extend([r] if isinstance(r, Rubric) else load_rubrics(r))
-    columns = score_columns(rubric_list)
+    columns = rubric_columns(rubric_list)
 
     # render every prompt first: bad input fails before any judging, naming record and field
     jobs: list[_Job] = []

@@ -62,7 +62,7 @@ def annotate_file(candidates: str | Path, out: str | Path, *, rubrics: Sequence[
         RecordError: a malformed candidate file. RubricError: unknown rubric.
     """
     from csem.judge import judge_records
-    from csem.judge.runner import score_columns
+    from csem.judge.runner import rubric_columns
     from csem.rubrics import load_rubrics
 
     out = Path(out)
@@ -74,7 +74,7 @@ def annotate_file(candidates: str | Path, out: str | Path, *, rubrics: Sequence[
     write_records(labelled, out)
     by_id = {r.id: r for r in loaded}
     cols = {f"judge.{c}": {"rubric": rid, "aspect": a, "scale": [by_id[rid].scale.min, by_id[rid].scale.max]}
-            for (rid, a), c in score_columns(loaded).items()}
+            for (rid, a), c in rubric_columns(loaded).items()}
     write_json(provenance_path(out), {"judge": judge, "mode": mode, "rubrics": list(rubrics), "columns": cols})
     return summary.as_dict()
 

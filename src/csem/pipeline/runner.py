@@ -11,8 +11,16 @@ annotate      judge them with the rubrics (stage ii)         ``labelled.jsonl``
 train         train the student on training sources (iii)    ``model/``
 score         score every candidate with the student         ``scored.jsonl``
 meta_eval     student vs judge (and humans) on held-out      ``meta.json``
+seeds         only with ``train.seeds``: one student per     ``seeds.json``
+              seed, the spread of its agreement
 report        markdown + HTML report with figures            ``report.md``, ``report.html``
 ============  =============================================  ===========================
+
+``train.seeds`` leaves the train stage's student (``train.options.seed``) and its files as they are;
+the seeds stage trains one more student per listed seed on the same training sources and settings
+(the train stage's student stands in for its own seed), scores the held-out sources with each and
+writes every seed's agreement table and the mean, sd, min and max over seeds. Changing only the
+seeds re-runs only this stage and the report.
 
 A half-finished collect resumes from ``candidates.partial.jsonl``; a half-finished annotate
 resumes from the judge cache ``judge_cache.sqlite``; both keep every finished result.
@@ -22,6 +30,7 @@ from __future__ import annotations
 
 import json
 import random
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -145,32 +154,45 @@ class Pipeline:
 
     def label_ranges(self) -> dict[str, tuple[float, float]]:
         """The declared scale of each judge column, from its rubric (never inferred from data)."""
-        from csem.judge.runner import score_columns
+        from csem.judge.runner import rubric_columns
         from csem.rubrics import load_rubrics
 
         rubrics = load_rubrics(self._rubrics())
-        cols = score_columns(rubrics)
+        cols = rubric_columns(rubrics)
         return {f"judge.{cols[(r.id, a)]}": (float(r.scale.min), float(r.scale.max))
                 for r in rubrics for a in r.aspect_names}
 
-    def train(self) -> dict:
+    def _fit(self, recs: list[dict], out_dir: Path, **options) -> tuple[list[dict], list[dict] | None, list[str]]:
+        """Train a student on the ``train`` records of ``recs`` (``dev`` ones for model selection) into
+        ``out_dir`` with the pipeline's train settings, ``options`` overriding ``train.options``.
+        Returns (training records, dev records or None, label columns)."""
         from csem.model import ModelConfig, TrainConfig, train
 
-        recs, counts = self._with_split(read_records(self.run_dir / "labelled.jsonl"))
         t = self.cfg.train
         labels = self.label_cols()
         ranges = self.label_ranges()
         train_recs = [r for r in recs if r.get("split") == "train"]
         dev_recs = [r for r in recs if r.get("split") == "dev"] or None
-        model = train(train_recs, labels, mode=t.mode, out_dir=self.run_dir / "model",
-                      config=ModelConfig(encoder=t.encoder, mode=t.mode, **t.model),
-                      train_config=TrainConfig(**{"progress": self.progress, **t.options}), dev_records=dev_recs,
-                      label_range={c: ranges[c] for c in labels if c in ranges} or None,
-                      judge=self.cfg.annotate.judge, rubric=", ".join(self.cfg.annotate.rubrics),
-                      notes=f"csem pipeline '{self.cfg.name}'")
+        train(train_recs, labels, mode=t.mode, out_dir=out_dir,
+              config=ModelConfig(encoder=t.encoder, mode=t.mode, **t.model),
+              train_config=TrainConfig(**{"progress": self.progress, **t.options, **options}), dev_records=dev_recs,
+              label_range={c: ranges[c] for c in labels if c in ranges} or None,
+              judge=self.cfg.annotate.judge, rubric=", ".join(self.cfg.annotate.rubrics),
+              notes=f"csem pipeline '{self.cfg.name}'")
+        return train_recs, dev_recs, labels
+
+    def train(self) -> dict:
+        recs, counts = self._with_split(read_records(self.run_dir / "labelled.jsonl"))
+        train_recs, dev_recs, labels = self._fit(recs, self.run_dir / "model")
         card = json.loads((self.run_dir / "model" / "metric_card.json").read_text())
         return {**counts, "train_rows": len(train_recs), "dev_rows": len(dev_recs or []), "label_cols": labels,
                 "history": card.get("validation_history", [])}
+
+    def train_seed(self) -> int:
+        """The seed of the train stage's student (``train.options.seed``, else TrainConfig's default)."""
+        from csem.model import TrainConfig
+
+        return int(self.cfg.train.options.get("seed", TrainConfig.model_fields["seed"].default))
 
     def score(self) -> dict:
         from csem.model import EvaluationModel
@@ -190,6 +212,36 @@ class Pipeline:
         table = agreement_table(recs, self.label_cols(), human_cols=self.cfg.human_cols)
         write_json(self.run_dir / "meta.json", table)
         return {"test_rows": len(recs), "rows": len(table)}
+
+    def seeds(self) -> dict:
+        """One student per seed in ``train.seeds``, each scored on the held-out sources; writes
+        ``seeds.json`` (``{"seeds", "train_seed", "per_seed": {seed: agreement rows}, "spread"}``, see
+        :func:`csem.pipeline.agreement.seed_spread`). Each extra student is trained in a temporary
+        folder and deleted once it has scored; only its agreement rows are kept."""
+        from csem.model import EvaluationModel
+        from csem.pipeline.agreement import agreement_table, seed_spread
+
+        recs, _ = self._with_split(read_records(self.run_dir / "labelled.jsonl"))
+        labels = self.label_cols()
+        own = self.train_seed()
+        per_seed: dict[str, list[dict]] = {}
+        seconds: dict[str, float] = {}
+        for seed in self.cfg.train.seeds:
+            t0 = time.perf_counter()
+            if seed == own:  # the train stage's student, already meta-evaluated
+                per_seed[str(seed)] = json.loads((self.run_dir / "meta.json").read_text())
+                continue
+            console.print(f"  seed {seed} ...")
+            with tempfile.TemporaryDirectory(dir=self.run_dir, prefix=f"seed{seed}.") as tmp:
+                self._fit(recs, Path(tmp) / "model", seed=seed)
+                model = EvaluationModel.load(Path(tmp) / "model")
+                test = model.score_records([r for r in recs if r.get("split") == "test"])
+            per_seed[str(seed)] = agreement_table(test, labels, human_cols=self.cfg.human_cols)
+            seconds[str(seed)] = round(time.perf_counter() - t0, 3)
+        spread = seed_spread(per_seed)
+        write_json(self.run_dir / "seeds.json", {"seeds": self.cfg.train.seeds, "train_seed": own,
+                                                 "per_seed": per_seed, "spread": spread})
+        return {"seeds": self.cfg.train.seeds, "trained": len(seconds), "seconds_per_seed": seconds}
 
     def report(self) -> dict:
         from csem.pipeline.report import write_report
@@ -213,12 +265,22 @@ class Pipeline:
             ("annotate", c.annotate.model_dump(), ["collect"],
              [Path(r) for r in self._rubrics() if r.endswith((".yaml", ".yml", ".toml"))], ["labelled.jsonl"],
              self.annotate),
-            ("train", {"train": c.train.model_dump(), "split": c.split.model_dump()}, ["annotate"], [], ["model"],
-             self.train),
+            # train.seeds is the seeds stage's setting only: listing seeds never re-trains the main student
+            ("train", {"train": c.train.model_dump(exclude={"seeds"}), "split": c.split.model_dump()}, ["annotate"],
+             [], ["model"], self.train),
             ("score", {}, ["train"], [], ["scored.jsonl"], self.score),
             ("meta_eval", {"human_cols": c.human_cols}, ["score"], [], ["meta.json"], self.meta_eval),
-            ("report", {}, ["meta_eval"], [], ["report.md", "report.html"], self.report),
         ]
+        if c.train.seeds:
+            plan.append(("seeds", {"seeds": c.train.seeds}, ["meta_eval"], [], ["seeds.json"], self.seeds))
+        plan.append(("report", {}, ["meta_eval", *(["seeds"] if c.train.seeds else [])], [],
+                     ["report.md", "report.html"], self.report))
         for name, settings, upstream, inputs, outputs, fn in plan:
             self._stage(name, settings, upstream, inputs, outputs, fn, force=name in forced)
         return json.loads((rd / "meta.json").read_text())
+
+    def seed_spread(self) -> list[dict] | None:
+        """The seeds stage's spread rows (``seeds.json``), or None without ``train.seeds``."""
+        if not self.cfg.train.seeds or not (self.run_dir / "seeds.json").exists():
+            return None
+        return json.loads((self.run_dir / "seeds.json").read_text())["spread"]
