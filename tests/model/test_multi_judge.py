@@ -107,6 +107,7 @@ def _two_judges(records):
 
 
 @pytest.mark.slow  # MiniLM: checks that the combined labels are learnt
+@pytest.mark.slow
 def test_cli_train_with_two_judges_zscore_mean(cli, tmp_path, train_records, test_records):
     data, out, test, scored = tmp_path / "t.jsonl", tmp_path / "m", tmp_path / "x.jsonl", tmp_path / "s.jsonl"
     write_records(_two_judges(train_records), data)

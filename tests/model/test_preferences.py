@@ -65,6 +65,7 @@ def test_pairs_to_training_and_its_errors(train_records):
 
 
 @pytest.mark.slow  # MiniLM: checks that the order is learnt
+@pytest.mark.slow
 def test_train_on_pairs_learns_the_order(train_records, test_records):
     from csem.model import ModelConfig, TrainConfig, train
 
