@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 from csem.llm import GenerateConfig, Messages, Model
@@ -51,8 +51,6 @@ class Judgment:
     latency_s: float = 0.0
     cached: bool = False
     transient: bool = False
-    n_parsed: int | None = None
-    extra: dict = field(default_factory=dict)
 
 
 def weighted_score(probs: dict[int, float], *, min_mass: float = 0.0) -> tuple[float | None, float, str | None]:
@@ -91,16 +89,10 @@ async def score_sample(backend: Model, messages: Messages, scale: tuple[int, int
     mode = "sample" if config.n > 1 or config.temperature > 0 else "parse"
     base = dict(raw=json.dumps(texts, ensure_ascii=False) if mode == "sample" else texts[0], mode=mode,
                 prompt_tokens=max((o.prompt_tokens for o in outs), default=0),
-                completion_tokens=sum(o.tokens for o in outs), latency_s=dt, n_parsed=len(good))
+                completion_tokens=sum(o.tokens for o in outs), latency_s=dt)
     if not good:
         reasons = sorted({p.reason for p in parsed if p.reason})
         what = f"no parsable score in {len(outs)} answers" if mode == "sample" else "unparseable answer"
         return Judgment(score=None, missing=f"{what}: {'; '.join(reasons)}", **base)
     return Judgment(score=float(sum(good) / len(good)), **base)
 
-
-async def score_parse(backend: Model, messages: Messages, scale: tuple[int, int], *, max_tokens: int = 16,
-                      aspect: str | None = None) -> Judgment:
-    """One greedy answer, parsed. Raises BackendError."""
-    cfg = GenerateConfig(n=1, max_tokens=max_tokens, temperature=0.0, top_k=0, top_p=1.0, seed=0)
-    return await score_sample(backend, messages, scale, cfg, aspect=aspect)

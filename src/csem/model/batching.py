@@ -38,7 +38,6 @@ class Batch:
             (``src_idx``/``ref_idx`` are None when the mode does not use them).
         pair_counts: pairs per record (the number of references; 1 without references).
         labels: ``[B, A]`` normalised labels (0 where missing); mask: ``[B, A]`` labelled entries.
-        raw_labels: ``[B, A]`` labels on their own scale (NaN where missing).
         group: ``[B]`` source-group id (for the pairwise loss); ids: record ids.
     """
 
@@ -51,7 +50,6 @@ class Batch:
     pair_counts: list[int]
     labels: Tensor
     mask: Tensor
-    raw_labels: Tensor
     group: Tensor
     ids: list[str] = field(default_factory=list)
 
@@ -59,11 +57,7 @@ class Batch:
         mv = lambda t: None if t is None else t.to(device)  # noqa: E731
         return Batch(self.texts, [{k: v.to(device) for k, v in c.items()} for c in self.chunks], self.bounds,
                      mv(self.cand_idx), mv(self.src_idx), mv(self.ref_idx), self.pair_counts, mv(self.labels),
-                     mv(self.mask), mv(self.raw_labels), mv(self.group), self.ids)
-
-    @property
-    def n_texts(self) -> int:
-        return len(self.texts)
+                     mv(self.mask), mv(self.group), self.ids)
 
 
 class BatchBuilder:
@@ -192,7 +186,7 @@ class BatchBuilder:
         return Batch(
             texts=texts, chunks=chunks, bounds=bounds, cand_idx=remap(cand),
             src_idx=remap(src) if need_src else None, ref_idx=remap(ref) if need_ref else None,
-            pair_counts=counts, labels=norm, mask=mask, raw_labels=raw,
+            pair_counts=counts, labels=norm, mask=mask,
             group=torch.tensor(groups, dtype=torch.long), ids=[str(r.get("id")) for r in records])
 
 
