@@ -193,3 +193,19 @@ def test_half_precision_checkpoint_trains_in_fp32(tmp_path, train_records, tiny_
     assert all(p.dtype == torch.float32 for p in params.values())
     assert all(torch.isfinite(p).all() for p in params.values())
     assert all(s.scores["quality"] == s.scores["quality"] for s in m.score(train_records[:4]))
+
+
+def test_one_precision_vocabulary_for_training_and_scoring():
+    """``fp32``/``bf16``/``fp16`` mean the same in ``csem train`` and ``csem score``; Lightning's names work in both."""
+    from csem.model.config import PRECISIONS
+    from csem.model.inference import resolve_precision
+    from csem.model.train import _precision
+
+    cpu = torch.device("cpu")
+    for short, lightning in PRECISIONS.items():
+        assert _precision(TrainConfig(precision=short)) == lightning
+        assert _precision(TrainConfig(precision=lightning)) == lightning
+        assert resolve_precision(short, cpu) == resolve_precision(lightning, cpu)
+    assert resolve_precision("bf16-mixed", cpu) is torch.bfloat16 and resolve_precision("32-true", cpu) is None
+    with pytest.raises(ValueError, match="unknown precision"):
+        resolve_precision("fp8", cpu)

@@ -18,7 +18,8 @@ def score(
     name: Optional[str] = typer.Option(None, help="metric name in the columns (default: the model's)"),
     batch_size: int = typer.Option(64, help="sequences per encoder call"),
     mc_dropout: int = typer.Option(0, help="MC-dropout samples of the heads (adds .std columns)"),
-    precision: str = typer.Option("auto", help="auto | fp32 | bf16 | fp16"),
+    precision: str = typer.Option("auto", help="auto | fp32 | bf16 | fp16 (as csem train; bf16-mixed, 32-true "
+                                  "and 16-mixed are accepted too)"),
     threads: Optional[int] = typer.Option(None, help="torch CPU threads"),
     col: Optional[List[str]] = col_option(),
 ) -> None:

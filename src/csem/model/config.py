@@ -14,6 +14,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 MODES = ("ref-free", "ref-based", "fluency", "fluency-ref")
+
+#: csem's precision names (``csem train`` and ``csem score`` alike) and what they mean in training
+#: (Lightning's strings, which are accepted as they are too). Scoring autocasts to the same dtype.
+PRECISIONS = {"fp32": "32-true", "bf16": "bf16-mixed", "fp16": "16-mixed"}
 Mode = Literal["ref-free", "ref-based", "fluency", "fluency-ref"]
 Pooling = Literal["cls", "mean", "layerwise-mix"]
 Loss = Literal["mse", "ce", "pairwise", "mse+pairwise"]
@@ -137,8 +141,9 @@ class TrainConfig(BaseModel):
             cached, so an epoch runs only the top ``N`` layers forward and backward.
         weight_decay: AdamW weight decay. gradient_clip: max gradient norm (0 = off).
         seed: seeds Python, NumPy and torch; training is deterministic on CPU.
-        precision: ``auto`` (bf16-mixed on a GPU that supports it, 16-mixed on other GPUs, 32 on
-            CPU) or any Lightning precision string. accelerator/devices/num_nodes/strategy: passed
+        precision: ``auto`` (bf16 mixed precision on a GPU that supports it, fp16 mixed on other
+            GPUs, fp32 on CPU), ``fp32`` | ``bf16`` | ``fp16`` (:data:`PRECISIONS`, the names
+            ``csem score`` takes too) or any Lightning precision string (``bf16-mixed``, ``32-true``). accelerator/devices/num_nodes/strategy: passed
             to ``lightning.Trainer`` (multi-GPU/multi-node through Lightning's DDP).
         num_threads: torch CPU threads (None: leave torch's default).
         monitor: dev statistic used for checkpoint selection and early stopping, mean over aspects

@@ -47,8 +47,14 @@ def cpu_supports_bf16() -> bool:
     return " avx512_bf16" in flags or " amx_bf16" in flags
 
 
+_LIGHTNING_NAMES = {"32-true": "fp32", "32": "fp32", "bf16-mixed": "bf16", "bf16-true": "bf16", "16-mixed": "fp16",
+                    "16-true": "fp16", "16": "fp16"}
+
+
 def resolve_precision(precision: str, device: torch.device) -> torch.dtype | None:
-    """Autocast dtype for ``precision`` (``auto`` | ``fp32`` | ``bf16`` | ``fp16``) on ``device``; None = fp32.
+    """Autocast dtype for ``precision`` (``auto`` | ``fp32`` | ``bf16`` | ``fp16``, the names of
+    :data:`csem.model.config.PRECISIONS`; the Lightning strings ``csem train`` takes, such as
+    ``bf16-mixed`` or ``32-true``, mean the same here) on ``device``; None = fp32.
 
     ``auto``: bf16 on a CUDA device that supports it, fp16 on other CUDA devices, bf16 on a CPU with
     native bf16 instructions, fp32 otherwise.
@@ -56,6 +62,7 @@ def resolve_precision(precision: str, device: torch.device) -> torch.dtype | Non
     Raises:
         ValueError: unknown precision.
     """
+    precision = _LIGHTNING_NAMES.get(precision, precision)
     if precision == "fp32":
         return None
     if precision == "bf16":
@@ -77,7 +84,7 @@ def predict(
     mc_dropout: int = 0,
     precision: str = "auto",
     share_encodings: bool = True,
-    block_size: int = 4096,
+    records_per_block: int = 4096,
     device: torch.device | str | None = None,
 ) -> list[ScoreResult]:
     """Score ``records`` with ``module``; one :class:`ScoreResult` per record, in input order.
@@ -89,7 +96,7 @@ def predict(
         mc_dropout: number of MC-dropout samples of the heads (0 = off).
         precision: see :func:`resolve_precision`.
         share_encodings: False re-encodes each record's texts (the naive scorer; for benchmarks).
-        block_size: records whose distinct texts are pooled at once (bounds memory).
+        records_per_block: records whose distinct texts are pooled at once (bounds memory).
         device: where to run (default: the module's device).
 
     Raises:
@@ -106,8 +113,8 @@ def predict(
     aspects = cfg.aspects
     results: list[ScoreResult] = []
     autocast = torch.autocast(dev.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
-    for start in range(0, len(records), block_size):
-        block = records[start:start + block_size]
+    for start in range(0, len(records), records_per_block):
+        block = records[start:start + records_per_block]
         _check_texts(block, cfg.mode)
         batch = builder(block).to(dev)
         with torch.inference_mode(), autocast:

@@ -23,14 +23,15 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback, EarlyStopping
 
-from csem.model.config import ModelConfig, TrainConfig
+from csem.model.config import PRECISIONS, ModelConfig, TrainConfig
 from csem.model.evaluation_model import EvaluationModel
 from csem.model.validation import check_dev_data, check_training_data
 
 
 def _precision(tc: TrainConfig) -> str:
+    """Lightning's precision string for ``tc.precision`` (csem's names mapped, Lightning's kept)."""
     if tc.precision != "auto":
-        return tc.precision
+        return PRECISIONS.get(tc.precision, tc.precision)
     if torch.cuda.is_available() and tc.accelerator in ("auto", "gpu", "cuda"):
         return "bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed"
     return "32-true"
