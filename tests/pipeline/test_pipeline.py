@@ -201,3 +201,121 @@ def test_shipped_example_pipelines_validate():
     from csem.rubrics import load_rubric
 
     assert load_rubric(str(EXAMPLES / "instruction-following.rubric.yaml")).aspect_names == ["helpfulness"]
+
+
+# --------------------------------------------------------------------------- train.seeds: the spread over seeds
+
+def test_seeds_stage_reports_the_spread_and_reruns_alone(finished_run, tmp_path):
+    """``train.seeds`` adds the seeds stage: the train stage's student is untouched, one more student per
+    other seed is trained on the same annotated data, and seeds.json holds each seed's agreement table and
+    the mean, sd, min and max over seeds; changing only the seeds re-runs only that stage and the report."""
+    import numpy as np
+
+    tmp, p, rows, fast = finished_run
+    if fast is None:
+        pytest.skip("the seeds stage's logic is model-independent; the fast tier runs it on the tiny encoder")
+    run = tmp_path / "run"
+    shutil.copytree(p.run_dir, run)
+    before = json.loads((run / "state.json").read_text())
+    path = _pipeline_file(tmp_path, fast, train={"seeds": [12, 5, 7]})
+    pipe = Pipeline.from_file(path, run, progress=False)
+    assert pipe.train_seed() == 12  # TrainConfig's default, as the train stage used
+    assert pipe.run() == rows, "the single-seed output is the train stage's student, as without seeds"
+    st = json.loads((run / "state.json").read_text())
+    for stage in ("collect", "annotate", "train", "score", "meta_eval"):
+        assert st[stage] == before[stage], f"{stage} re-ran"
+    assert st["seeds"]["summary"]["trained"] == 2 and set(st["seeds"]["summary"]["seconds_per_seed"]) == {"5", "7"}
+    data = json.loads((run / "seeds.json").read_text())
+    assert data["seeds"] == [12, 5, 7] and data["train_seed"] == 12
+    assert data["per_seed"]["12"] == json.loads((run / "meta.json").read_text())
+    key = lambda r: (r["aspect"], r["scorer"], r["target"], r["level"])  # noqa: E731
+    for seed in ("5", "7"):
+        assert [key(r) for r in data["per_seed"][seed]] == [key(r) for r in rows]
+        assert {r["n_pairs"] for r in data["per_seed"][seed]} == {r["n_pairs"] for r in rows}
+    assert data["per_seed"]["5"] != data["per_seed"]["12"], "another seed trains another student"
+    assert len(data["spread"]) == 3 * len(rows)
+    for s in data["spread"]:
+        vals = [next(r for r in data["per_seed"][seed] if key(r) == key(s))[s["method"]] for seed in ("12", "5", "7")]
+        assert s["values"] == vals
+        got = np.array([v for v in vals if v is not None], dtype=float)
+        assert s["n_seeds"] == len(got)
+        if len(got):
+            assert s["mean"] == pytest.approx(got.mean(), abs=1e-4) and s["min"] == got.min() and s["max"] == got.max()
+        if len(got) > 1:
+            assert s["sd"] == pytest.approx(got.std(ddof=1), abs=1e-4)
+    assert pipe.seed_spread() == data["spread"]
+    report = (run / "report.md").read_text()
+    assert "## Spread over training seeds" in report and "seed 12's student" in report
+    assert "Spread over training seeds" in (run / "report.html").read_text()
+    assert not [d for d in run.iterdir() if d.name.startswith("seed") and d.is_dir()], "per-seed students are deleted"
+
+    # fewer seeds: only the seeds stage and the report run again
+    path = _pipeline_file(tmp_path, fast, train={"seeds": [12, 5]})
+    Pipeline.from_file(path, run, progress=False).run()
+    again = json.loads((run / "state.json").read_text())
+    for stage in ("collect", "annotate", "train", "score", "meta_eval"):
+        assert again[stage] == before[stage], f"{stage} re-ran"
+    assert again["seeds"]["fingerprint"] != st["seeds"]["fingerprint"] and again["seeds"]["summary"]["trained"] == 1
+    assert json.loads((run / "seeds.json").read_text())["per_seed"]["5"] == data["per_seed"]["5"], \
+        "training is deterministic given the seed"
+
+    # no seeds: the pipeline is what it was (no seeds section in the report)
+    path = _pipeline_file(tmp_path, fast)
+    plain = Pipeline.from_file(path, run, progress=False)
+    plain.run()
+    assert plain.seed_spread() is None and "Spread over training seeds" not in (run / "report.md").read_text()
+    assert json.loads((run / "state.json").read_text())["train"] == before["train"]
+
+
+def test_seeds_stage_retrains_the_train_seed_identically(finished_run, tmp_path):
+    """The seeds stage reuses the train stage's student for its own seed; that is sound because a student
+    trained in the seeds stage with the same seed agrees with the judge exactly as the train stage's did."""
+    tmp, p, rows, fast = finished_run
+    if fast is None:
+        pytest.skip("model-independent; run on the tiny encoder in the fast tier")
+    run = tmp_path / "run"
+    shutil.copytree(p.run_dir, run)
+    path = _pipeline_file(tmp_path, fast, train={"seeds": [12],
+                                                 "options": {"max_epochs": 2, "batch_size": 8, "frozen_epochs": 0,
+                                                             "num_threads": 2, "seed": 99}})
+    Pipeline.from_file(path, run, progress=False).run()
+    st = json.loads((run / "state.json").read_text())
+    assert st["seeds"]["summary"]["trained"] == 1
+    again = json.loads((run / "seeds.json").read_text())["per_seed"]["12"]
+    metric = lambda r: [r[m] for m in ("spearman", "kendall", "pearson")]  # noqa: E731
+    assert [pytest.approx(metric(r), abs=1e-3) for r in rows] == [metric(r) for r in again]
+
+
+def test_seeds_cli_prints_the_spread(finished_run, tmp_path):
+    from typer.testing import CliRunner
+
+    from csem.cli import _load_commands, app
+
+    tmp, p, _, fast = finished_run
+    if fast is None:
+        pytest.skip("in-process CLI on the fake backend (fast tier)")
+    _load_commands()
+    run = tmp_path / "run"
+    shutil.copytree(p.run_dir, run)
+    path = _pipeline_file(tmp_path, fast, train={"seeds": [12, 3]})
+    res = CliRunner().invoke(app, ["run", str(path), "--run-dir", str(run)])
+    assert res.exit_code == 0, res.output
+    assert "spread over training seeds" in res.output and "Spearman" in res.output
+
+
+def test_seed_spread_skips_undefined_figures_and_bad_seed_lists_are_explained(tmp_path):
+    from csem.pipeline.agreement import seed_spread
+
+    row = {"aspect": "coherence", "scorer": "student", "target": "judge", "level": "summary"}
+    per_seed = {"1": [{**row, "spearman": 0.5, "kendall": 0.4, "pearson": None}],
+                "2": [{**row, "spearman": 0.1, "kendall": 0.2, "pearson": None}],
+                "3": [{**row, "spearman": None, "kendall": 0.0, "pearson": 0.3}]}
+    out = {r["method"]: r for r in seed_spread(per_seed)}
+    assert out["spearman"]["n_seeds"] == 2 and out["spearman"]["mean"] == pytest.approx(0.3)
+    assert out["spearman"]["sd"] == pytest.approx(0.2828, abs=1e-4) and out["spearman"]["values"] == [0.5, 0.1, None]
+    assert out["kendall"]["min"] == 0.0 and out["kendall"]["max"] == 0.4 and out["kendall"]["n_seeds"] == 3
+    assert out["pearson"]["n_seeds"] == 1 and out["pearson"]["sd"] is None and out["pearson"]["mean"] == 0.3
+    for seeds, msg in (([], "train.seeds"), ([1, 2, 1], "repeats a seed")):
+        path = _pipeline_file(tmp_path, train={"seeds": seeds})
+        with pytest.raises(ValueError, match=msg):
+            load_pipeline(path)

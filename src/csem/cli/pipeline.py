@@ -1,4 +1,4 @@
-"""``csem run PIPELINE.yaml``: collect -> annotate -> train -> score -> meta-eval -> report."""
+"""``csem run PIPELINE.yaml``: collect -> annotate -> train -> score -> meta-eval [-> seeds] -> report."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def run(
     pipeline: str = typer.Argument(..., help="pipeline YAML file, or package:NAME.yaml for a shipped example "
                                               "(summarization.yaml, translation.yaml, instruction-following.yaml)"),
     run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="run folder (default runs/<name>)"),
-    from_stage: Optional[str] = typer.Option(None, "--from", help="force this stage and the later ones: collect, annotate, train, score, meta-eval, report"),
+    from_stage: Optional[str] = typer.Option(None, "--from", help="force this stage and the later ones: collect, annotate, train, score, meta-eval, seeds, report"),
 ) -> None:
     """Run a CSEM pipeline; finished stages are skipped (content hash), a half-finished one resumes."""
     p = Pipeline.from_file(pipeline, run_dir)
@@ -35,4 +35,15 @@ def run(
 
     console = Console(width=None if sys.stdout.isatty() else 110)  # a log file gets the whole table
     console.print(t)
+    spread = p.seed_spread()
+    if spread:
+        s = Table(title="spread over training seeds (student vs judge, held-out sources)",
+                  caption="sd: sample standard deviation over seeds")
+        for c in ("aspect", "scorer vs", "level", "", "mean", "sd", "min", "max", "seeds"):
+            s.add_column(c, no_wrap=True)
+        for r in spread:
+            if r["method"] in ("spearman", "kendall"):
+                s.add_row(r["aspect"], f"{r['scorer']} vs {r['target']}", r["level"], r["method"].capitalize(),
+                          fmt(r["mean"]), fmt(r["sd"]), fmt(r["min"]), fmt(r["max"]), str(r["n_seeds"]))
+        console.print(s)
     console.print(f"report: {p.run_dir / 'report.md'} and {p.run_dir / 'report.html'}")

@@ -3,12 +3,14 @@
 For every aspect: the student's score column ``metric.<name>.<aspect>`` against the judge's
 ``judge.<aspect>`` and, where present, against ``human.<aspect>``; the judge against the humans
 too. Spearman, Kendall tau-b and Pearson at summary level (per source, averaged) and dataset level
-(pooled), from the one evaluator, :func:`csem.meta.correlation.correlations`.
+(pooled), from the one evaluator, :func:`csem.meta.correlation.correlations`; and the spread of
+those figures over students trained with different seeds (:func:`seed_spread`).
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 
 from csem.data.columns import format_column, parse_column, score_columns
 from csem.meta.correlation import METHODS, correlations
@@ -58,3 +60,33 @@ def agreement_table(records: list[dict], label_cols: list[str], *, human_cols: l
                                n_missing=res.n_missing)
                 rows.append(row)
     return rows
+
+
+def seed_spread(per_seed: dict[str, list[dict]], methods: tuple[str, ...] = METHODS) -> list[dict]:
+    """The spread over training seeds of :func:`agreement_table` rows.
+
+    Args:
+        per_seed: ``{seed: agreement rows}``, one student per seed, all on the same held-out sources.
+        methods: correlation columns to summarise (Spearman, Kendall tau-b, Pearson).
+
+    Returns:
+        Rows ``{aspect, scorer, target, level, method, n_seeds, mean, sd, min, max, values}`` (one per
+        aspect, pair, level and method, in the order of the first seed's rows). ``sd`` is the sample
+        standard deviation (n - 1 denominator, :func:`statistics.stdev`), None for fewer than two
+        values; ``values`` lists the per-seed figures in the order of ``per_seed`` (None where a
+        correlation was undefined; such seeds are left out of mean, sd, min and max and of ``n_seeds``).
+    """
+    key = lambda r: (r["aspect"], r["scorer"], r["target"], r["level"])  # noqa: E731
+    tables = {seed: {key(r): r for r in rows} for seed, rows in per_seed.items()}
+    first = next(iter(per_seed.values()), [])
+    out = []
+    for row in first:
+        for method in methods:
+            values = [tables[s].get(key(row), {}).get(method) for s in per_seed]
+            got = [v for v in values if v is not None]
+            out.append({"aspect": row["aspect"], "scorer": row["scorer"], "target": row["target"],
+                        "level": row["level"], "method": method, "n_seeds": len(got),
+                        "mean": round(statistics.fmean(got), 4) if got else None,
+                        "sd": round(statistics.stdev(got), 4) if len(got) > 1 else None,
+                        "min": min(got) if got else None, "max": max(got) if got else None, "values": values})
+    return out

@@ -2,7 +2,7 @@
 
 A pipeline chains the paper's three stages and the checks after them::
 
-    collect -> annotate -> train -> score -> meta-eval -> report
+    collect -> annotate -> train -> score -> meta-eval [-> seeds] -> report
 
 Relative paths in the file are resolved against the file's folder; ``package:NAME`` names a file
 shipped in ``csem/pipeline/examples``.
@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from csem.collect.sampler import GeneratorSpec
 from csem.llm import GenerateConfig
 
-STAGES = ("collect", "annotate", "train", "score", "meta_eval", "report")
+STAGES = ("collect", "annotate", "train", "score", "meta_eval", "seeds", "report")
 EXAMPLES_DIR = Path(__file__).parent / "examples"
 
 
@@ -67,6 +67,15 @@ class TrainStageConfig(_Strict):
     label_cols: list[str] | None = None  # default: every judge.<aspect> the annotate stage wrote
     model: dict = Field(default_factory=dict)  # csem.model.ModelConfig fields (pooling, loss, head...)
     options: dict = Field(default_factory=dict)  # csem.model.TrainConfig fields (lr, epochs...)
+    # the seeds stage: one more student per seed on the same annotated data, and the spread (mean, sd,
+    # min, max) of its agreement with the judge on the held-out sources; None: no seeds stage
+    seeds: list[int] | None = Field(None, min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_seeds(self) -> "TrainStageConfig":
+        if self.seeds is not None and len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"train.seeds repeats a seed: {self.seeds}")
+        return self
 
 
 class PipelineConfig(_Strict):

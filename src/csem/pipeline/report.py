@@ -1,7 +1,8 @@
 """The run report of a pipeline: ``report.md`` and ``report.html`` with figures (matplotlib, PNG).
 
 Sections: data sizes (sources, candidates per system), judge cost and time, training curves,
-agreement of the student with the judge (and humans) on held-out sources, throughput.
+agreement of the student with the judge (and humans) on held-out sources, throughput, and (with
+``train.seeds``) the spread of that agreement over training seeds.
 """
 
 from __future__ import annotations
@@ -33,6 +34,41 @@ def _figures(run_dir: Path, state: dict) -> list[tuple[str, Path]]:
         figs.append(("Training curves", plot_training_curve(history, fig_dir / "training.png",
                                                             title="training: dev agreement with the judge")))
     return figs
+
+
+SEED_COLUMNS = ["aspect", "scorer", "target", "level", "method", "mean", "sd", "min", "max", "n_seeds", "values"]
+
+
+def _html_table(rows: list[dict], cols: list[str]) -> str:
+    return "<table><tr>" + "".join(f"<th>{c}</th>" for c in cols) + "</tr>" + "".join(
+        "<tr>" + "".join(f"<td>{'' if r.get(c) is None else html.escape(str(r.get(c)))}</td>" for c in cols) + "</tr>"
+        for r in rows) + "</table>"
+
+
+def _seed_rows(run_dir: Path, cfg) -> list[dict]:
+    """Spearman and Kendall rows of ``seeds.json`` (per-seed values joined); empty without ``train.seeds``."""
+    if not getattr(cfg.train, "seeds", None) or not (run_dir / "seeds.json").exists():
+        return []
+    data = json.loads((run_dir / "seeds.json").read_text())
+    return [{**r, "values": ", ".join("" if v is None else f"{v:.3f}" for v in r["values"])}
+            for r in data["spread"] if r["method"] in ("spearman", "kendall")]
+
+
+def _seed_lines(run_dir: Path, cfg) -> list[str]:
+    """The report's section on the spread over training seeds (``seeds.json``); empty without ``train.seeds``."""
+    rows = _seed_rows(run_dir, cfg)
+    if not rows:
+        return []
+    data = json.loads((run_dir / "seeds.json").read_text())
+    return [
+        "## Spread over training seeds",
+        f"- seeds {', '.join(map(str, data['seeds']))}: one student each, same training sources and settings "
+        f"(the tables above are seed {data['train_seed']}'s student)",
+        markdown_table(rows, SEED_COLUMNS, missing=""),
+        "",
+        "sd: sample standard deviation over seeds (n - 1); values: per seed, in the order listed.",
+        "",
+    ]
 
 
 def write_report(run_dir: Path, cfg, state: dict) -> list[Path]:
@@ -74,6 +110,7 @@ def write_report(run_dir: Path, cfg, state: dict) -> list[Path]:
         "is constant are skipped and counted in n_skipped). Dataset level: all held-out pairs pooled. Kendall is tau-b.",
         "",
     ]
+    lines += _seed_lines(run_dir, cfg)
     for title, p in figs:
         lines += [f"![{title}]({p.relative_to(run_dir)})", ""]
     md = "\n".join(lines)
@@ -94,9 +131,10 @@ def write_report(run_dir: Path, cfg, state: dict) -> list[Path]:
         elif line:
             body.append(f"<p>{html.escape(line)}</p>")
     cols = ["aspect", "scorer", "target", "level", "spearman", "kendall", "pearson", "n_groups", "n_skipped", "n_pairs"]
-    table = "<table><tr>" + "".join(f"<th>{c}</th>" for c in cols) + "</tr>" + "".join(
-        "<tr>" + "".join(f"<td>{'' if r.get(c) is None else html.escape(str(r.get(c)))}</td>" for c in cols) + "</tr>"
-        for r in meta) + "</table>"
+    table = _html_table(meta, cols)
+    seed_rows = _seed_rows(run_dir, cfg)
+    if seed_rows:
+        table += "<h2>Spread over training seeds</h2>" + _html_table(seed_rows, SEED_COLUMNS)
     imgs = "".join(f"<h3>{html.escape(t)}</h3><img src='data:image/png;base64,{base64.b64encode(p.read_bytes()).decode()}'/>"
                    for t, p in figs)
     page = ("<!doctype html><meta charset='utf-8'><title>csem report</title><style>body{font-family:sans-serif;"
