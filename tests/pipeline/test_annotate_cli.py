@@ -24,7 +24,7 @@ def test_annotate_writes_labels_and_reuses_cache(tmp_path):
            "csem/summ-coherence-ref-free,csem/summ-fluency-ref-free", "--judge", "llama-cpp:smollm2", "--out", str(out)]
     first = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stderr
-    assert "6 judgments (6 new, 0 cached)" in first.stdout
+    assert "6 judgments (6 judged, 0 cached, 0 failed)" in first.stdout
     recs = read_records(out)
     assert [r["id"] for r in recs] == ["c0", "c1", "c2"]
     assert [r["keep_me"] for r in recs] == ["0", "1", "2"], "unknown columns are kept (as read from CSV)"
@@ -33,7 +33,7 @@ def test_annotate_writes_labels_and_reuses_cache(tmp_path):
             assert r[f"judge.{a}"] is None or 1 <= r[f"judge.{a}"] <= 5
     second = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert second.returncode == 0, second.stderr
-    assert "6 judgments (0 new, 6 cached)" in second.stdout
+    assert "6 judgments (0 judged, 6 cached, 0 failed)" in second.stdout
     assert read_records(out) == recs
     # provenance beside the labelled file: the label scale comes from the rubric, not from the data
     from csem.pipeline.annotate import read_provenance
@@ -56,9 +56,9 @@ def test_annotate_names_the_bad_row(tmp_path):
     assert not (tmp_path / "o.jsonl").exists()
 
 
-def test_annotate_unreachable_judge_exits_3_and_keeps_rows(tmp_path):
-    """Failed judgments (connection refused, no retries) are written as missing, the exit code is 3
-    (partial) and the message says a re-run resumes."""
+def test_annotate_unreachable_judge_exits_1_and_keeps_rows(tmp_path):
+    """Failed judgments (connection refused, no retries) are written as missing; with nothing judged
+    the exit code is 1 (the backend never answered; partial failures exit 3, tests/judge/test_run_outcome.py)."""
     import socket
 
     with socket.socket() as sock:
@@ -71,8 +71,8 @@ def test_annotate_unreachable_judge_exits_3_and_keeps_rows(tmp_path):
                           "csem/summ-coherence-ref-free", "--judge", "openai:m", "--judge-opt",
                           f"base_url=http://127.0.0.1:{port}/v1", "--judge-opt", "max_retries=0", "--out", str(out)],
                          capture_output=True, text=True, timeout=300, env={**__import__("os").environ, "OPENAI_API_KEY": "k"})
-    assert res.returncode == 3, res.stderr
-    assert "csem: error: 1 judgments failed" in res.stderr and "re-run" in res.stderr
+    assert res.returncode == 1, res.stderr  # nothing judged: the backend never answered (issue 11)
+    assert "csem: error: no judgment made: the backend answered none of the 1 requests" in res.stderr
     rows = read_records(out)
     assert [r["id"] for r in rows] == ["a"] and rows[0]["judge.coherence"] is None
 

@@ -8,9 +8,9 @@ from typing import List, Optional
 import typer
 from rich.console import Console
 
-from csem.cli import app, fail
-from csem.cli.judge import parse_options
-from csem.data.records import parse_column_map
+from csem.cli import app, col_option, column_map, fail
+from csem.cli.judge import parse_options, run_outcome
+from csem.data.records import check_output_path
 from csem.pipeline.annotate import annotate_file
 
 
@@ -24,7 +24,7 @@ def annotate(
     n: int = typer.Option(20, help="samples per judgment in sample mode"),
     temperature: float = typer.Option(1.0),
     cache: Optional[Path] = typer.Option(None, help="SQLite judgment cache (default: beside --out)"),
-    col: Optional[List[str]] = typer.Option(None, "--col", help="column mapping FIELD=COLUMN"),
+    col: Optional[List[str]] = col_option(),
     judge_opt: Optional[List[str]] = typer.Option(None, "--judge-opt",
                                                   help="backend option KEY=VALUE (base_url=..., api_key=..., n_threads=...)"),
     compare: bool = typer.Option(False, "--compare", help="comparison ranking: the judge compares pairs of "
@@ -40,6 +40,7 @@ def annotate(
     pairs of candidates instead, with the pairwise version of a CSEM rubric
     (csem/summ-coherence-ref-free or pairwise/summ-coherence-ref-free; one per aspect of every
     single-aspect CSEM rubric)."""
+    check_output_path(out)  # before any work
     if compare:
         from csem.pipeline.annotate import compare_file
 
@@ -47,7 +48,7 @@ def annotate(
             raise fail(f"--compare takes --mode probs or parse, not '{mode}'")
         s = compare_file(data, out, rubrics=[r for r in rubric.split(",") if r], judge=judge, mode=mode,
                          strategy=pairs, per_source=pairs_per_source, rating_col=rating_col, seed=seed, cache=cache,
-                         columns=parse_column_map(col or []), backend_options=parse_options(judge_opt))
+                         columns=column_map(col), backend_options=parse_options(judge_opt))
         bias = ", ".join(f"{a} {v:.3f}" for a, v in s["position_bias"].items() if v is not None) or "n/a"
         Console().print(f"wrote {out}: {s['pairs']} pairs, {s['calls']} judge calls ({s['judged']} new, "
                         f"{s['cached']} cached), missing {s['missing'] or 0}; mean P(first is better) {bias}; "
@@ -59,10 +60,12 @@ def annotate(
                        "judge only what is missing", 3)
         return
     s = annotate_file(data, out, rubrics=[r for r in rubric.split(",") if r], judge=judge, mode=mode, n=n,
-                      temperature=temperature, cache=cache, columns=parse_column_map(col or []),
+                      temperature=temperature, cache=cache, columns=column_map(col),
                       backend_options=parse_options(judge_opt))
-    Console().print(f"wrote {out}: {s['total']} judgments ({s['judged']} new, {s['cached']} cached), "
-                    f"missing {s['missing'] or 0}, prompt tokens {s['prompt_tokens']}, {s['seconds']:.1f} s")
-    if s.get("failed"):
-        raise fail(f"{s['failed']} judgments failed (written as missing); re-run the same command to judge "
-                   "only what is missing", 3)
+    missing = sum(s["missing"].values()) if s["missing"] else 0
+    Console().print(f"wrote {out}: {s['total']} judgments ({s['judged']} judged, {s['cached']} cached, "
+                    f"{s['failed']} failed), missing {missing}"
+                    + (f" ({'; '.join(f'{r} x{k}' for r, k in s['missing'].items())})" if missing else "")
+                    + f", prompt tokens {s['prompt_tokens']}, {s['seconds']:.1f} s")
+    raise typer.Exit(run_outcome(total=s["total"], judged=s["judged"], cached=s["cached"], failed=s["failed"],
+                                 errors=s.get("errors") or []))

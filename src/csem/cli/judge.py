@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from csem.cli import app, fail
+from csem.cli import app, col_option, column_map, fail, parse_pairs
 
 
 def default_cache() -> Path:
@@ -18,50 +18,50 @@ def default_cache() -> Path:
 
 def parse_options(pairs: Optional[list[str]], option: str = "--judge-opt") -> dict[str, str]:
     """``key=value`` backend options (``--judge-opt base_url=http://...``, ``--generator-opt ...``)."""
-    out = {}
-    for p in pairs or []:
-        if "=" not in p:
-            raise typer.BadParameter(f"'{p}' must look like KEY=VALUE, e.g. base_url=http://127.0.0.1:8000/v1",
-                                     param_hint=option)
-        k, v = p.split("=", 1)
-        out[k.strip()] = v.strip()
-    return out
+    return parse_pairs(pairs, option, "base_url=http://127.0.0.1:8000/v1")
+
+
+def run_outcome(*, total: int, judged: int, cached: int, failed: int, errors: list[str], resume: str = "") -> int:
+    """The exit code of a judging run, with its ``csem: error:`` line when it is not 0: 0 when nothing
+    failed; 1 when the backend answered nothing (no judgment made now or found in the cache: an
+    unreachable judge); 3 (partial) when some judgments failed (backend errors, e.g. a prompt longer
+    than the context) and the others were kept."""
+    if not failed:
+        return 0
+    why = "; ".join(errors) if errors else "backend errors"
+    if judged + cached == 0:
+        fail(f"no judgment made: the backend answered none of the {total} requests ({why})", 1)
+        return 1
+    fail(f"{failed} of {total} judgments failed (written as missing): {why}. "
+         f"Re-run the same command to judge only what is missing{resume}.", 3)
+    return 3
 
 
 def run_judging(records, rubric, judge, *, out, mode, n, temperature, max_tokens, cache, no_cache, group_by,
                 judge_opt, min_mass, progress, console, title=None) -> int:
-    """Shared by ``csem judge`` and ``csem example``: judge, write, print pivot + summary; exit code."""
+    """Shared by ``csem judge`` and ``csem example``: judge, write, print pivot + summary; exit code.
+    Errors propagate to the one mapping of :mod:`csem.cli` (an authentication failure: 1)."""
     from rich.markup import escape
 
-    from csem.data.records import write_records
+    from csem.data.records import check_output_path, write_records
     from csem.judge import judge_records
-    from csem.llm import BackendError
     from csem.judge.pivot import pivot_table
-    from csem.rubrics import RubricError
 
-    try:
-        rows, summary = judge_records(records, rubric, judge, mode=mode, n=n, temperature=temperature,
-                                      max_tokens=max_tokens, min_mass=min_mass,
-                                      cache=None if no_cache else (cache or default_cache()),
-                                      progress=progress, backend_options=parse_options(judge_opt))
-    except BackendError as exc:
-        fail(exc)
-        return 1
-    except (RubricError, ValueError, TypeError) as exc:
-        fail(exc)
-        return 2
+    if out is not None:
+        check_output_path(out)  # before any work
+    rows, summary = judge_records(records, rubric, judge, mode=mode, n=n, temperature=temperature,
+                                  max_tokens=max_tokens, min_mass=min_mass,
+                                  cache=None if no_cache else (cache or default_cache()),
+                                  progress=progress, backend_options=parse_options(judge_opt))
     if out is not None:
         write_records(rows, out)
         console.print(f"wrote {len(rows)} rows to {escape(str(out))}", soft_wrap=True)
     gb = group_by if any(r.get(group_by) is not None for r in rows) else "all"
     console.print(pivot_table(rows, group_by=gb, title=title))
     console.print(escape(str(summary)), soft_wrap=True)
-    if summary.failed:
-        where = "" if no_cache else f" (finished judgments are cached in {cache or default_cache()})"
-        fail(f"{summary.failed} judgments failed: {'; '.join(summary.errors)}. "
-             f"Re-run the same command to judge only what is missing{where}.")
-        return 3
-    return 0
+    where = "" if no_cache else f" (finished judgments are cached in {cache or default_cache()})"
+    return run_outcome(total=summary.total, judged=summary.judged, cached=summary.cached, failed=summary.failed,
+                       errors=summary.errors, resume=where)
 
 
 @app.command("judge")
@@ -82,8 +82,7 @@ def judge(
     source_col: Optional[str] = typer.Option(None, "--source-col", help="column holding the source"),
     candidate_col: Optional[str] = typer.Option(None, "--candidate-col", help="column holding the candidate"),
     reference_col: Optional[str] = typer.Option(None, "--reference-col", help="column holding the reference(s)"),
-    col: Optional[list[str]] = typer.Option(None, "--col", help="column mapping FIELD=COLUMN (repeatable; as in "
-                                            "the other commands, e.g. --col source=article)"),
+    col: Optional[list[str]] = col_option(),
     group_by: str = typer.Option("system_id", "--group-by", help="column naming the candidate set (pivot columns)"),
     judge_opt: Optional[list[str]] = typer.Option(None, "--judge-opt", help="backend option KEY=VALUE (repeatable), "
                                                   "e.g. base_url=..., concurrency=8, n_ctx=8192"),
@@ -93,8 +92,8 @@ def judge(
     """Judge every record with every rubric aspect; write judge.<aspect> columns; print the pivot table."""
     from rich.console import Console
 
-    from csem.data.records import RecordError, read_records
-    from csem.rubrics import RubricError, list_rubrics, load_rubric
+    from csem.data.records import check_output_path, read_records
+    from csem.rubrics import list_rubrics, load_rubric, load_rubrics
 
     console = Console()
     if list_rubrics_:
@@ -112,18 +111,13 @@ def judge(
         raise typer.Exit(0)
     if data is None:
         raise fail("--data is required (or use --list-rubrics)")
-    from csem.data.records import parse_column_map
-
+    if out is not None:
+        check_output_path(out)  # before any work
     columns = {k: v for k, v in (("source", source_col), ("candidate", candidate_col), ("reference", reference_col)) if v}
-    try:
-        columns.update(parse_column_map(col or []))
-        from csem.rubrics import load_rubrics
-
-        rubrics = load_rubrics(rubric)
-        need = ["candidate"] + (["source"] if any(r.uses_source for r in rubrics) else [])
-        records = read_records(data, columns=columns, required=need)
-    except (RecordError, RubricError, FileNotFoundError) as exc:
-        raise fail(exc) from None
+    columns.update(column_map(col))
+    rubrics = load_rubrics(rubric)
+    need = ["candidate"] + (["source"] if any(r.uses_source for r in rubrics) else [])
+    records = read_records(data, columns=columns, required=need)
     if not records:
         raise fail(f"{data}: no rows to judge")
     code = run_judging(records, rubrics, judge_uri, out=out, mode=mode, n=n, temperature=temperature,

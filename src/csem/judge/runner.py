@@ -13,7 +13,6 @@ probabilities.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -22,8 +21,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from csem.judge.cache import JudgmentCache, judgment_key
 from csem.judge.scoring import MODES, Judgment, score_probs, score_sample, weighted_score
-from csem.llm import (NOT_ATTEMPTED, BackendError, BackendUnavailable, GenerateConfig, LogprobsUnsupported, Model,
-                      ModelAPI, get_model, run_sync)
+from csem.llm import (NOT_ATTEMPTED, BackendAuthError, BackendError, BackendUnavailable, GenerateConfig,
+                      LogprobsUnsupported, Model, ModelAPI, gather_all, get_model, run_sync)
 from csem.rubrics import Rubric, load_rubrics
 
 
@@ -32,9 +31,11 @@ class JudgeSummary:
     """What a run did.
 
     Attributes:
-        total: judgments requested (records x aspects). judged: computed now. cached: served from
-        the cache. missing: ``{reason: count}`` over all results without a score (cached or not).
-        failed: transient backend failures in this run (not cached; a re-run retries them).
+        total: judgments requested (records x aspects) = judged + cached + failed. judged: the
+        backend answered now (a score, or missing when the answer has none). cached: served from the
+        cache. failed: the backend gave no answer (any backend error: unreachable, 5xx, a prompt
+        longer than its context ...; never cached, a re-run retries them): the run is partial.
+        missing: ``{reason: count}`` over all results without a score (cached, judged or failed).
         prompt_tokens, completion_tokens, evaluated_tokens: totals of the judgments computed now.
         seconds: wall time. fallback: note when ``probs`` fell back to another mode.
         errors: up to 5 distinct backend error messages (API keys redacted by the backend).
@@ -61,7 +62,8 @@ class JudgeSummary:
                                                "completion_tokens", "evaluated_tokens", "seconds", "fallback", "errors")}
 
     def __str__(self) -> str:
-        s = (f"judged {self.judged}, cached {self.cached}, missing {self.n_missing} of {self.total}; "
+        s = (f"judged {self.judged}, cached {self.cached}, failed {self.failed}, missing {self.n_missing} of "
+             f"{self.total}; "
              f"tokens {self.prompt_tokens} prompt ({self.evaluated_tokens} evaluated) + {self.completion_tokens} "
              f"completion; {self.seconds:.1f} s")
         if self.missing:
@@ -193,6 +195,7 @@ async def ajudge_records(
 
     async def run(job: _Job) -> None:
         j: Judgment | None = None
+        failed = False
         for _attempt in range(2):  # a second pass only after a probs -> fallback switch
             m = state["mode"]
             key = judgment_key(backend.id, job.messages, m, params_for(m, job.rubric))
@@ -203,8 +206,10 @@ async def ajudge_records(
             try:
                 j = await compute(job, m)
             except BackendUnavailable:  # the wrapper gave up on the backend: not attempted
-                j = Judgment(score=None, missing=NOT_ATTEMPTED, mode=m, transient=True)
+                j, failed = Judgment(score=None, missing=NOT_ATTEMPTED, mode=m, transient=True), True
                 break
+            except BackendAuthError:  # every other request would be refused too: stop the run at once
+                raise
             except LogprobsUnsupported as exc:
                 if fallback == "none":
                     raise
@@ -212,12 +217,9 @@ async def ajudge_records(
                     state["mode"] = fallback
                     summary.fallback = f"backend gives no token probabilities ({exc}); used mode '{fallback}'"
                 continue
-            except BackendError as exc:
+            except BackendError as exc:  # no answer: missing, never cached, and the run is partial
                 msg = str(exc)
-                if not exc.transient:
-                    j = Judgment(score=None, missing=f"backend error: {msg}", mode=m)
-                else:
-                    j = Judgment(score=None, missing=f"backend error: {msg}", mode=m, transient=True)
+                j, failed = Judgment(score=None, missing=f"backend error: {msg}", mode=m, transient=exc.transient), True
                 if msg not in summary.errors and len(summary.errors) < 5:
                     summary.errors.append(msg)
                 break
@@ -230,7 +232,7 @@ async def ajudge_records(
         results[(job.index, job.column)] = j
         if j.cached:
             summary.cached += 1
-        elif j.transient:
+        elif failed:
             summary.failed += 1
         else:
             summary.judged += 1
@@ -243,7 +245,7 @@ async def ajudge_records(
     try:
         if bar is not None:
             bar.start()
-        await asyncio.gather(*(run(job) for job in jobs))
+        await gather_all([run(job) for job in jobs])  # an error that stops the run cancels the rest
     finally:
         if bar is not None:
             bar.stop()

@@ -21,13 +21,13 @@ Layers (dependencies point down; ``judge`` and ``collect`` use only this package
 
 from __future__ import annotations
 
-from csem.llm.api import (NOT_ATTEMPTED, BackendError, BackendUnavailable, GenerationResult, LogprobsUnsupported,
-                          Messages, ModelAPI, ScoreDistribution)
+from csem.llm.api import (NOT_ATTEMPTED, BackendAuthError, BackendError, BackendUnavailable, GenerationResult,
+                          LogprobsUnsupported, Messages, ModelAPI, ScoreDistribution)
 from csem.llm.config import DEFAULTS, GenerateConfig
 from csem.llm.model import Model, gather_all
 from csem.llm.registry import ENTRY_POINT_GROUP, backend_schemes, get_api, get_model, register_backend
 from csem.llm.sync import run_sync
 
-__all__ = ["NOT_ATTEMPTED", "BackendError", "BackendUnavailable", "GenerationResult", "LogprobsUnsupported",
+__all__ = ["NOT_ATTEMPTED", "BackendAuthError", "BackendError", "BackendUnavailable", "GenerationResult", "LogprobsUnsupported",
            "Messages", "ModelAPI", "ScoreDistribution", "DEFAULTS", "GenerateConfig", "Model", "gather_all",
            "ENTRY_POINT_GROUP", "backend_schemes", "get_api", "get_model", "register_backend", "run_sync"]

@@ -35,6 +35,15 @@ class BackendError(RuntimeError):
         self.transient = transient
 
 
+class BackendAuthError(BackendError):
+    """The backend refused the credentials (HTTP 401/403: wrong or missing API key). Never transient:
+    a run stops at once (every other request would be refused too) and the CLI exits 1. The message
+    names the backend, never the key."""
+
+    def __init__(self, message: str, *, transient: bool = False):
+        super().__init__(message, transient=False)
+
+
 class LogprobsUnsupported(BackendError):
     """The backend cannot return token probabilities (the judge then falls back to sample/parse)."""
 

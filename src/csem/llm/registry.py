@@ -14,6 +14,9 @@ Entry points are loaded on first use of their scheme only.
 
 from __future__ import annotations
 
+import inspect
+import re
+import typing
 from importlib.metadata import entry_points
 from typing import Any, Callable
 
@@ -58,14 +61,58 @@ def _factory(scheme: str, uri: str) -> BackendFactory:
     return _REGISTRY[scheme]
 
 
+def provider_options(factory: BackendFactory) -> dict[str, str] | None:
+    """The keyword options of the provider class a factory returns (its ``-> Class`` annotation), as
+    ``{name: annotation text}``; None when they cannot be known (a plug-in without annotations)."""
+    try:
+        cls = typing.get_type_hints(factory).get("return")
+        params = inspect.signature(cls.__init__).parameters.values()
+    except Exception:  # noqa: BLE001 - any plug-in shape: then no checking
+        return None
+    return {p.name: p.annotation if isinstance(p.annotation, str) else getattr(p.annotation, "__name__", "")
+            for p in params if p.kind == p.KEYWORD_ONLY}
+
+
+def _coerce(name: str, value: Any, annotation: str, uri: str) -> Any:
+    """A command-line string converted to the option's annotated type (int, float, bool or None)."""
+    if not isinstance(value, str):
+        return value
+    kinds = set(re.findall(r"\b(int|float|bool|str|None)\b", annotation))
+    if not kinds or "str" in kinds:
+        return value
+    low = value.strip().lower()
+    if "None" in kinds and low in ("none", "null"):
+        return None
+    if "bool" in kinds and low in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+        return low in ("1", "true", "yes", "on")
+    for conv in (int, float):
+        if conv.__name__ in kinds:
+            try:
+                return conv(value)
+            except ValueError:
+                pass
+    want = " or ".join(k if k != "None" else "none" for k in sorted(kinds))
+    raise ValueError(f"backend option {name}={value!r} for '{uri}' must be {want}")
+
+
 def get_api(uri: str, **options: Any) -> ModelAPI:
-    """The provider for ``uri`` (``options`` go to its factory; unknown options raise TypeError).
+    """The provider for ``uri``; ``options`` go to its factory, checked against the options the
+    provider takes (:func:`provider_options`) and converted from strings to their types.
 
     Raises:
-        ValueError: unknown scheme (the message lists the known ones).
+        ValueError: unknown scheme (the message lists the known ones); an option the provider does not
+            take (the message lists the valid ones) or a value of the wrong type (named).
     """
     scheme, _, target = uri.partition(":")
-    return _factory(scheme.strip().lower(), uri)(target.strip(), **options)
+    factory = _factory(scheme.strip().lower(), uri)
+    known = provider_options(factory)
+    if known is not None:
+        unknown = sorted(k for k in options if k not in known)
+        if unknown:
+            raise ValueError(f"unknown backend option(s) {unknown} for '{uri}'; valid options: "
+                             f"{', '.join(sorted(known) + sorted(WRAPPER_OPTIONS))}")
+        options = {k: _coerce(k, v, known[k], uri) for k, v in options.items()}
+    return factory(target.strip(), **options)
 
 
 def get_model(uri: "str | ModelAPI | Model", **options: Any) -> Model:
@@ -91,7 +138,8 @@ def get_model(uri: "str | ModelAPI | Model", **options: Any) -> Model:
             try:
                 wrapper[k] = None if v is None else conv(v)
             except (TypeError, ValueError):
-                raise ValueError(f"backend option {k}={v!r} must be a number") from None
+                raise ValueError(f"backend option {k}={v!r} must be a number (valid options of the wrapper: "
+                                 f"{', '.join(sorted(WRAPPER_OPTIONS))})") from None
     if isinstance(uri, Model):
         if options:
             raise TypeError(f"provider options {sorted(options)} given with an already built model")

@@ -97,8 +97,12 @@ class LlamaCppBackend:
             raise ValueError(f"block_size must be in 1..n_batch ({n_batch}), got {block_size}")
         self.block_size = int(block_size)
         threads = n_threads or min(2, os.cpu_count() or 1)
-        self.llm = Llama(model_path=str(self.model_path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
-                         n_batch=n_batch, logits_all=False, verbose=verbose, seed=0)
+        try:
+            self.llm = Llama(model_path=str(self.model_path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
+                             n_batch=n_batch, logits_all=False, verbose=verbose, seed=0)
+        except (ValueError, RuntimeError, OSError) as exc:  # llama.cpp: "Failed to load model from file"
+            raise BackendError(f"{self.model_path}: cannot load the model (not a valid GGUF file, or too large "
+                               f"for this machine): {exc}") from None
         self.n_vocab = self.llm.n_vocab()
         self.sha256 = _file_sha256(self.model_path)
         self.id = f"llama-cpp:{name or self.model_path.name}@sha256:{self.sha256[:16]}/b{self.block_size}"

@@ -34,7 +34,7 @@ import os
 from typing import Any, Sequence
 from urllib.parse import urlparse
 
-from csem.llm.api import BackendError, GenerationResult, LogprobsUnsupported, Messages, ScoreDistribution
+from csem.llm.api import BackendAuthError, BackendError, GenerationResult, LogprobsUnsupported, Messages, ScoreDistribution
 from csem.llm.config import GenerateConfig
 
 
@@ -91,6 +91,9 @@ class OpenAIBackend:
             msg = f"{self.id}: HTTP {exc.status_code}: {_message(exc)}"
             if _mentions_logprobs(exc):
                 raise LogprobsUnsupported(msg) from None
+            if exc.status_code in (401, 403):
+                raise BackendAuthError(f"{msg}: authentication failed; check the API key (OPENAI_API_KEY, "
+                                       "AZURE_OPENAI_API_KEY or the api_key option)") from None
             transient = exc.status_code == 429 or exc.status_code >= 500
             raise BackendError(msg, transient=transient) from None
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:  # APITimeoutError is a connection error
