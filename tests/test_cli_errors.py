@@ -69,3 +69,15 @@ def test_debug_traceback_for_every_command(tmp_path, args):
     assert code == 2 and "Traceback (most recent call last)" in out and "csem: error:" in out, out
     code, out = _invoke(*args, env={"CSEM_DEBUG": ""})
     assert code == 2 and "Traceback" not in out and out.count("csem: error:") == 1, out
+
+
+def test_collect_output_checked_first_and_empty_sources(tmp_path):
+    src = write_records([{"id": "1", "source": "An article."}], tmp_path / "s.jsonl")
+    # the generator does not exist: the output path is refused before it is looked at
+    code, out = _invoke("collect", "--sources", src, "--generator", f"llama-cpp:{tmp_path}/no.gguf",
+                        "--out", tmp_path / "o.xlsx")
+    assert code == 2 and "unknown file format" in out, out
+    (tmp_path / "e.jsonl").write_text("")
+    code, out = _invoke("collect", "--sources", tmp_path / "e.jsonl", "--generator", f"llama-cpp:{tmp_path}/no.gguf",
+                        "--out", tmp_path / "o.jsonl")
+    assert code == 2 and "no sources" in out, out

@@ -8,10 +8,10 @@ from typing import List, Optional
 import typer
 from rich.console import Console
 
-from csem.cli import app
+from csem.cli import app, col_option, column_map
 from csem.cli.judge import parse_options
 from csem.collect.sampler import GeneratorSpec, collect_candidates
-from csem.data.records import parse_column_map, read_records, write_records
+from csem.data.records import check_output_path, read_records, write_records
 from csem.llm import GenerateConfig
 
 
@@ -36,17 +36,20 @@ def collect(
     keep: str = typer.Option("all", help="all | one (one random candidate per source, CSEM Sec. IV-B)"),
     duplicates: str = typer.Option("drop", help="drop | keep duplicate candidates of a source"),
     empty: str = typer.Option("drop", help="drop | keep empty candidates"),
-    col: Optional[List[str]] = typer.Option(None, "--col", help="column mapping FIELD=COLUMN, e.g. source=article"),
+    col: Optional[List[str]] = col_option(),
 ) -> None:
     """Sample J candidates per source from each generator (top-k 50 by default), add the reference,
     and write one candidate per row with its provenance. Samples are requested concurrently, as many
     as the backend's concurrency option allows. Interrupted runs resume."""
+    check_output_path(out)  # before any work
     specs = []
     for g in generator:
         name, _, uri = g.partition("=") if "=" in g.split(":", 1)[0] else ("", "", g)
         specs.append(GeneratorSpec(uri=uri, num_samples=num_samples, name=name or None,
                                    options=parse_options(generator_opt, "--generator-opt")))
-    recs = read_records(sources, columns=parse_column_map(col or []), required=("source",))
+    recs = read_records(sources, columns=column_map(col), required=("source",))
+    if not recs:
+        raise ValueError(f"{sources}: no sources to collect candidates for")
     decoding = GenerateConfig(top_k=top_k, top_p=top_p, temperature=temperature, max_tokens=max_tokens,
                               num_beams=num_beams, num_beam_groups=num_beam_groups, diversity_penalty=diversity_penalty)
     partial = out.with_name(out.name + ".partial.jsonl")
