@@ -110,7 +110,9 @@ def tiny_template() -> str:
 # that uses one of the real-model fixtures below is marked here as well, so none slips into the
 # fast tier.
 
-REAL_MODEL_FIXTURES = {"smollm2_path", "smol", "llama_server", "llama_server_factory", "trained"}
+REAL_MODEL_FIXTURES = {"smollm2_path", "smol", "llama_server", "llama_server_factory",
+                       "trained",  # tests/model: MiniLM student
+                       "student"}  # tests/apply: MiniLM student
 
 
 def pytest_collection_modifyitems(config, items):
