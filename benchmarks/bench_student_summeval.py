@@ -1,392 +1,556 @@
-"""Distil published GPT-4 ratings of SummEval into small students (the offline version of CSEM's main experiment).
+"""Distil published GPT-4 ratings of SummEval into small students, honestly (issue 13).
 
-Data: SummEval's 12 abstractive systems x 100 documents rated 1-5 by gpt-4-0314 (method ``rts``,
-Shen et al. 2023; ``../shared/data/summeval_llm_shen2023``), with the expert means
-(``human.<aspect>``). Documents sorted by ``doc_id``: 0-49 train (the last ``--dev-docs`` of them
-held out as the dev set for checkpoint selection, labels only), 50-99 test.
+Data: SummEval's 12 abstractive systems x 100 documents rated 1-5 by gpt-4-0314 (``rts``, Shen et
+al. 2023), with the expert means (``human.<aspect>``). Documents sorted by ``doc_id``: 0-49
+train, 50-99 test. Every figure is summary-level (per document over its systems, averaged)
+Spearman and Kendall tau-b with the expert means.
 
-For each aspect it prints and writes the summary-level Spearman and Kendall tau-b with the expert
-scores on the test documents of: the GPT-4 teacher, ROUGE-1, BERTScore (MiniLM), the students
-(MiniLM ref-free and ref-based, mpnet ref-free), and a student trained on the expert scores (the
-human-labelled ceiling); then the scoring throughput (samples/s) of the student (each distinct
-text encoded once), of a naive scorer that re-encodes the source for every candidate (same model),
-and of the embedded local judge (csem's G-Eval judge, Qwen2.5-1.5B through llama.cpp), all measured
-in this run. Optionally a learning curve over the number of training documents.
+Stages (``--stages``, default all, in this order; each writes its figures as it finishes and
+``--resume`` keeps the stages an earlier run finished):
+  speed       seconds per training epoch on the 600 training rows (MiniLM, ref-free, 512-token
+              sources), whole encoder fine-tuned (the old way) against the default recipe,
+              measured side by side in this run
+  cv          grouped k-fold cross-validation over the TRAINING documents only: each recipe's
+              held-out correlation with the GPT-4 labels (the choice criterion) and with the
+              experts, per epoch; the system prior inside the same folds; results/student_cv.*
+  baselines   the teacher, the system prior (each summary scored by its system's mean GPT-4
+              rating over the training documents), ROUGE-1, BERTScore (standard split)
+  students    the recipes trained on all training documents for their cross-validated number of
+              epochs, scored on the test documents (and the expert-label ceiling)
+  disjoint    the system-disjoint split: 6 systems (seeded) for training, the other 6 for testing
+  curve       learning curve of the default recipe over the number of training documents
+  throughput  scoring speed on test summaries: bi-encoder, unified cross-encoder, and
+              unbabel-comet 2.2.7 on the same MiniLM folder in its own venv (comet_speed.py)
 
-Run:  python3 benchmarks/bench_student_summeval.py [--quick] [--threads 2] [--learning-curve]
-Out:  benchmarks/results/student_summeval.json and .md (rewritten after every stage).
+Run:  python benchmarks/bench_student_summeval.py [--stages cv,baselines,...] [--resume] [--quick]
+Out:  benchmarks/results/student_summeval.{json,md} and student_cv.{json,md}
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import os
-import platform
-import sys
+import random
+import statistics
 import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+from harness import (ASPECTS, CACHE, aspect_rows, fmt, log, machine, markdown_table, now, parser, setup,
+                     summeval_llm_ratings, write_results)
 
-ASPECTS = ("coherence", "consistency", "fluency", "relevance")
-RUN_PREFIX = {"minilm-ref-free": "student MiniLM ref-free (GPT-4 labels, frozen encoder)",
-              "minilm-ref-free-ft": "student MiniLM ref-free (GPT-4 labels, fine-tuned",
-              "minilm-ref-based": "student MiniLM ref-based", "human-ceiling": "student MiniLM ref-free (expert",
-              "mpnet-ref-free": "student mpnet",
-              "minilm-ref-free-pairwise": "student MiniLM ref-free (GPT-4 labels, pairwise"}
-RESULTS = Path(__file__).resolve().parent / "results"
+TEACHER = "GPT-4 teacher (gpt-4-0314 rts)"
+PRIOR = "system prior (mean GPT-4 rating of the system on the training documents)"
+STAGES = ("speed", "cv", "baselines", "students", "disjoint", "curve", "throughput")
+
+# The recipes compared by cross-validation. Every one fine-tunes the encoder (top layers over
+# cached lower-layer states); lr = encoder, head_lr = head. "default" is csem train's default.
+RECIPES: dict[str, tuple[dict, dict]] = {
+    "bi-encoder, top 2 layers, mse": (
+        dict(architecture="bi-encoder", loss="mse", source_max_length=256),
+        dict(lr=1e-4, head_lr=1e-3, train_layers=2)),
+    "bi-encoder, top 2 layers, mse+pairwise": (
+        dict(architecture="bi-encoder", loss="mse+pairwise", source_max_length=256),
+        dict(lr=1e-4, head_lr=1e-3, train_layers=2)),
+    "unified, top 2 layers, mse+pairwise": (
+        dict(architecture="unified", loss="mse+pairwise", max_length=256),
+        dict(lr=1e-4, head_lr=1e-3, train_layers=2)),
+    "candidate only, top 2 layers, mse+pairwise": (
+        dict(mode="fluency", loss="mse+pairwise", max_length=128),
+        dict(lr=1e-4, head_lr=1e-3, train_layers=2)),
+    # second round (after the first showed every curve still rising at its last epoch): hotter, longer
+    "bi-encoder, top 2 layers, mse+pairwise, lr 3e-4": (
+        dict(architecture="bi-encoder", loss="mse+pairwise", source_max_length=256),
+        dict(lr=3e-4, head_lr=1e-3, train_layers=2)),
+    "bi-encoder, top 2 layers, pairwise, lr 3e-4": (
+        dict(architecture="bi-encoder", loss="pairwise", source_max_length=256),
+        dict(lr=3e-4, head_lr=1e-3, train_layers=2)),
+}
 
 
-def summary_corr(records, col_metric, col_human):
-    from csem.meta.correlation import correlate
-
-    m = [r.get(col_metric) for r in records]
-    h = [r.get(col_human) for r in records]
-    g = [r["doc_id"] for r in records]
-    sp = correlate(m, h, level="summary", method="spearman", groups=g)
-    kt = correlate(m, h, level="summary", method="kendall", groups=g)
-    return {"spearman": sp.value, "kendall": kt.value, "n_docs": sp.n_groups}
+def split_docs(records: list[dict], lo: int, hi: int) -> list[dict]:
+    docs = sorted({r["doc_id"] for r in records})[lo:hi]
+    keep = set(docs)
+    return [r for r in records if r["doc_id"] in keep]
 
 
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+def system_prior(train: list[dict], test: list[dict], col: str = "metric.prior") -> None:
+    """Score each test summary with its system's mean training label (``judge.<aspect>``), in place."""
+    for a in ASPECTS:
+        by: dict[str, list[float]] = {}
+        for r in train:
+            if r.get(f"judge.{a}") is not None:
+                by.setdefault(r["system_id"], []).append(float(r[f"judge.{a}"]))
+        mean = {s: statistics.fmean(v) for s, v in by.items()}
+        for r in test:
+            r[f"{col}.{a}"] = mean.get(r["system_id"])
 
 
-class Report:
-    def __init__(self, path: Path, meta: dict):
-        self.path = path
-        self.data = {"meta": meta, "correlations": {}, "throughput": {}, "learning_curve": [], "runs": {}}
+def configs(name: str, args, epochs: int | None = None):
+    from csem.model import ModelConfig, TrainConfig
+
+    mk, tk = RECIPES[name]
+    mode = mk.get("mode", "ref-free")
+    cfg = ModelConfig(name="student", encoder=args.encoder, hidden_sizes=args.hidden, **{**mk, "mode": mode})
+    tc = TrainConfig(max_epochs=epochs or args.epochs, frozen_epochs=0, seed=args.seed, num_threads=args.threads,
+                     batch_size=32, **tk)
+    if args.quick:
+        cfg = cfg.model_copy(update={"max_length": min(cfg.max_length, 64),
+                                     "source_max_length": 64 if cfg.source_max_length else None})
+    return cfg, tc
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.path = Path(args.out)
+        self.cv_path = self.path.with_name("student_cv")
+        self.data = {"meta": {}, "correlations": {}, "disjoint": {}, "speed": {}, "throughput": {},
+                     "learning_curve": [], "runs": {}, "verdict": None}
+        self.cv = {"meta": {}, "recipes": {}, "prior": None, "chosen": None}
+        if args.resume and self.path.with_suffix(".json").exists():
+            self.data.update(json.loads(self.path.with_suffix(".json").read_text()))
+            if self.cv_path.with_suffix(".json").exists():
+                self.cv.update(json.loads(self.cv_path.with_suffix(".json").read_text()))
+        self.data["meta"].update(run=now(), machine=machine(), threads=args.threads, seed=args.seed,
+                                 quick=bool(args.quick), encoder=args.encoder)
 
     def save(self) -> None:
-        self.path.with_suffix(".json").write_text(json.dumps(self.data, indent=2, default=_nan), encoding="utf-8")
-        self.path.with_suffix(".md").write_text(render_md(self.data), encoding="utf-8")
+        write_results(self.path, self.data, render(self.data))
+        write_results(self.cv_path, self.cv, render_cv(self.cv))
 
 
-def _nan(x):
-    return None if isinstance(x, float) and math.isnan(x) else str(x)
+def row_of(records, col) -> dict:
+    return aspect_rows(records, col if callable(col) else (lambda a: f"{col}.{a}"))
 
 
-def _fmt(v):
-    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
+def train_student(train, cols, cfg, tc, dev=None):
+    from csem.model import train as train_model
 
-
-def render_md(d: dict) -> str:
-    meta = d["meta"]
-    lines = ["# Student vs teacher on SummEval (GPT-4 ratings distilled; summary-level, test documents 50-99)", "",
-             f"Run {meta['started']} on {meta['machine']}; torch threads {meta['threads']}; "
-             f"train docs {meta['n_train_docs']} (dev {meta['n_dev_docs']} of them), test docs {meta['n_test_docs']}"
-             + (" — QUICK MODE (not the benchmark)" if meta.get("quick") else "") + ".", "",
-             "Spearman rho / Kendall tau-b with the expert means, per document over its systems, averaged.", "",
-             "| metric | " + " | ".join(ASPECTS) + " | average |", "|---" * (len(ASPECTS) + 2) + "|"]
-    for name, row in d["correlations"].items():
-        cells = []
-        for a in (*ASPECTS, "average"):
-            c = row.get(a)
-            cells.append("" if c is None else f"{_fmt(c['spearman'])} / {_fmt(c['kendall'])}")
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    if d.get("verdict"):
-        lines += ["", "**Target check.** " + d["verdict"]]
-    if d["throughput"]:
-        t = d["throughput"]
-        lines += ["", "## Scoring throughput (samples/s, measured in this run)", "",
-                  "| scorer | samples | seconds | samples/s |", "|---|---|---|---|"]
-        for name, e in t.items():
-            if isinstance(e, dict) and "samples_per_s" in e:
-                lines.append(f"| {name} | {e['samples']} | {e['seconds']:.2f} | {e['samples_per_s']:.2f} |")
-        for k in ("student_vs_naive", "student_vs_judge"):
-            if k in t:
-                lines.append(f"\n{k.replace('_', ' ')}: **{t[k]:.1f}x**")
-    if d["learning_curve"]:
-        lines += ["", "## Learning curve (MiniLM ref-free on GPT-4 labels; test average)", "",
-                  "| train docs | train records | Spearman | Kendall |", "|---|---|---|---|"]
-        for e in d["learning_curve"]:
-            lines.append(f"| {e['docs']} | {e['records']} | {_fmt(e['spearman'])} | {_fmt(e['kendall'])} |")
-    if d["runs"]:
-        lines += ["", "## Training runs", "",
-                  "| student | max epochs (frozen) | epochs run | best dev epoch | dev Kendall (labels) | train s | score s |",
-                  "|---|---|---|---|---|---|---|"]
-        for name, e in d["runs"].items():
-            lines.append(f"| {name} | {e.get('max_epochs')} ({e.get('frozen_epochs')}) | {e.get('epochs_run')} | "
-                         f"{e.get('best_epoch')} | {_fmt(e.get('dev_kendall'))} | "
-                         f"{e.get('train_s', 0):.0f} | {e.get('score_s', 0):.0f} |")
-    if meta.get("notes"):
-        lines += ["", "## Notes", ""] + [f"- {n}" for n in meta["notes"]]
-    return "\n".join(lines) + "\n"
-
-
-def add_corr(report: Report, name: str, records, col_of_aspect) -> dict:
-    row = {}
-    for a in ASPECTS:
-        row[a] = summary_corr(records, col_of_aspect(a), f"human.{a}")
-    row["average"] = {k: float(sum(row[a][k] for a in ASPECTS) / len(ASPECTS)) for k in ("spearman", "kendall")}
-    report.data["correlations"][name] = row
-    report.save()
-    log(f"{name}: " + ", ".join(f"{a} {row[a]['spearman']:.3f}/{row[a]['kendall']:.3f}" for a in (*ASPECTS, "average")))
-    return row
-
-
-def run_student(report, name, train_recs, dev_recs, test_recs, label_prefix, mode, encoder, tc_kwargs, args,
-                out_dir=None, loss="mse"):
-    from csem.model import ModelConfig, TrainConfig, train
-
-    cols = [f"{label_prefix}.{a}" for a in ASPECTS]
-    cfg = ModelConfig(name="student", encoder=encoder, mode=mode, max_length=args.max_length,
-                      hidden_sizes=args.hidden, pooling="mean", loss=loss)
-    tc = TrainConfig(num_threads=args.threads, seed=args.seed, **tc_kwargs)
-    log(f"training {name} ({len(train_recs)} records, {tc.max_epochs} epochs, frozen {tc.frozen_epochs})")
     t0 = time.perf_counter()
-    model = train(train_recs, cols, mode, out_dir=out_dir, config=cfg, train_config=tc, dev_records=dev_recs,
-                  label_range=(1, 5), judge="gpt-4-0314 (rts, Shen et al. 2023)" if label_prefix == "judge" else
-                  "SummEval expert means", rubric="Shen et al. 2023 RTS prompt (per aspect)")
-    train_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    scored = model.score_records(test_recs, name=name, batch_size=args.score_batch)
-    score_s = time.perf_counter() - t0
-    add_corr(report, name, scored, lambda a: f"metric.{name}.{a}")
-    val = model.card.get("validation") or {}
-    report.data["runs"][name] = {"epochs_run": model.card["training"]["epochs_run"], "best_epoch": val.get("epoch"),
-                                 "dev_kendall": (val.get("mean") or {}).get("kendall"), "train_s": train_s,
-                                 "score_s": score_s, "test_records": len(test_recs),
-                                 "max_epochs": tc.max_epochs, "frozen_epochs": tc.frozen_epochs,
-                                 "max_length": cfg.max_length, "encoder": encoder, "mode": mode,
-                                 "test_samples_per_s": len(test_recs) / score_s}
-    report.save()
-    return model, scored
+    model = train_model(train, cols, cfg.mode, config=cfg, train_config=tc, dev_records=dev, label_range=(1, 5),
+                        judge="gpt-4-0314 (rts, Shen et al. 2023)" if cols[0].startswith("judge") else "experts")
+    return model, time.perf_counter() - t0
 
 
-def measure_throughput(report, model, test_recs, args):
-    """Student (shared encodings) vs naive (re-encode per record) on the same records, then the judge."""
-    sub = test_recs[: args.naive_records]
-    t = report.data["throughput"]
-    model.score(sub[:4], batch_size=args.score_batch)  # warm-up
-    naive_name = "naive_student (re-encodes source per candidate)"
-    best = {"student": math.inf, naive_name: math.inf}
-    for _ in range(args.repeats):  # interleaved, best of N: the machine is shared, the minimum is the least disturbed
-        for name, share in (("student", True), (naive_name, False)):
+def stage_speed(b: Bench, train: list[dict]) -> None:
+    """Seconds per epoch, before (whole encoder, 512-token sources) and after (the default recipe)."""
+    import lightning as L
+    import torch
+
+    from csem.model import ModelConfig, TrainConfig
+
+    args = b.args
+    cols = [f"judge.{a}" for a in ASPECTS]
+    out = {}
+
+    class StopAfter(L.Callback):  # time a fixed number of optimiser steps, then stop
+        def __init__(self, n):
+            self.n, self.t0, self.seconds = n, None, None
+
+        def on_train_batch_start(self, trainer, module, batch, i):
+            if i == 1 and self.t0 is None:
+                self.t0 = time.perf_counter()  # step 0 warms up (and fills any cache)
+
+        def on_train_batch_end(self, trainer, module, outputs, batch, i):
+            if i == self.n:
+                self.seconds = (time.perf_counter() - self.t0) / self.n
+                trainer.should_stop = True
+
+    default_model, default_train = ModelConfig(), TrainConfig()
+    variants = {
+        "before: whole encoder fine-tuned, 512-token sources, fp32 (the old default)":
+            (ModelConfig(name="s", encoder=args.encoder, max_length=512),
+             TrainConfig(max_epochs=1, frozen_epochs=0, lr=1e-5, head_lr=3e-5, train_layers=None)),
+        "whole encoder, 512-token sources, bf16-mixed autocast":
+            (ModelConfig(name="s", encoder=args.encoder, max_length=512),
+             TrainConfig(max_epochs=1, frozen_epochs=0, train_layers=None, precision="bf16-mixed")),
+        f"after: csem train's default recipe ({default_model.architecture}, top {default_train.train_layers} layers, "
+        f"source {default_model.source_max_length or default_model.max_length} tokens)":
+            (ModelConfig(name="s", encoder=args.encoder), TrainConfig(max_epochs=1)),
+        "top 2 layers, 512-token sources":
+            (ModelConfig(name="s", encoder=args.encoder, max_length=512, source_max_length=512),
+             TrainConfig(max_epochs=1, frozen_epochs=0, train_layers=2)),
+    }
+    n_steps = 2 if args.quick else args.speed_steps
+    from csem.model import train as train_model
+    from csem.model.batching import GroupedBatchSampler
+
+    steps_per_epoch = len(GroupedBatchSampler(train, 32, "ref-free"))
+    for name, (cfg, tc) in variants.items():
+        stop = StopAfter(n_steps)
+        tc = tc.model_copy(update={"num_threads": args.threads, "seed": args.seed})
+        orig = L.Trainer.__init__
+
+        def patched(self, *a, **kw):  # add the timing callback to csem's own Trainer
+            kw["callbacks"] = list(kw.get("callbacks") or []) + [stop]
+            orig(self, *a, **kw)
+
+        L.Trainer.__init__ = patched
+        try:
             t0 = time.perf_counter()
-            model.score(sub, batch_size=args.score_batch, share_encodings=share)
-            best[name] = min(best[name], time.perf_counter() - t0)
-    for name, sec in best.items():
-        t[name] = {"samples": len(sub), "seconds": sec, "samples_per_s": len(sub) / sec, "repeats": args.repeats}
-    t["student_vs_naive"] = t["student"]["samples_per_s"] / t[naive_name]["samples_per_s"]
-    report.save()
-    log(f"throughput student {t['student']['samples_per_s']:.2f}/s, naive {t[naive_name]['samples_per_s']:.2f}/s")
-    if args.judge_samples <= 0:
+            train_model(train, cols, "ref-free", config=cfg, train_config=tc, label_range=(1, 5))
+            total = time.perf_counter() - t0
+        finally:
+            L.Trainer.__init__ = orig
+        per_step = stop.seconds
+        out[name] = {"seconds_per_step": per_step, "steps_per_epoch": steps_per_epoch,
+                     "seconds_per_epoch": per_step * steps_per_epoch, "steps_timed": n_steps,
+                     "first_step_and_setup_s": total - per_step * n_steps, "threads": torch.get_num_threads()}
+        log(f"speed {name}: {per_step:.2f} s/step -> {per_step * steps_per_epoch:.0f} s/epoch")
+    before = next(v for k, v in out.items() if k.startswith("before"))
+    after = next(v for k, v in out.items() if k.startswith("after"))
+    b.data["speed"] = {"variants": out, "ratio_before_over_after": before["seconds_per_epoch"] / after["seconds_per_epoch"],
+                       "machine": machine(), "rows": len(train)}
+    b.save()
+
+
+def stage_cv(b: Bench, train: list[dict]) -> None:
+    from csem.model.cv import Recipe, cross_validate, grouped_folds
+
+    args = b.args
+    cols = [f"judge.{a}" for a in ASPECTS]
+    names = [n.strip() for n in args.recipes.split(";") if n.strip()] if args.recipes else list(RECIPES)
+    # the system prior inside the same folds: the bar a student must clear
+    folds = grouped_folds(train, args.folds, seed=args.seed)
+    prior_rows = []
+    for trn, dev in folds:
+        dev_recs = [dict(train[i]) for i in dev]
+        system_prior([train[i] for i in trn], dev_recs)
+        prior_rows.append({
+            "label": aspect_rows(dev_recs, lambda a: f"metric.prior.{a}", human=lambda a: f"judge.{a}")["average"],
+            "human": aspect_rows(dev_recs, lambda a: f"metric.prior.{a}")["average"]})
+    b.cv["prior"] = {side: {m: statistics.fmean(r[side][m] for r in prior_rows) for m in ("spearman", "kendall")}
+                     for side in ("label", "human")}
+    b.cv["meta"] = {"folds": args.folds, "train_docs": len({r["doc_id"] for r in train}), "rows": len(train),
+                    "max_epochs": args.epochs, "machine": machine(), "run": now(), "seed": args.seed,
+                    "criterion": "mean over folds and aspects of the held-out summary-level Spearman with the "
+                                 "GPT-4 labels"}
+    b.save()
+    for name in names:
+        if name in b.cv["recipes"] and args.resume:
+            log(f"cv {name}: kept")
+            continue
+        cfg, tc = configs(name, args)
+        log(f"cv {name}: {args.folds} folds x {tc.max_epochs} epochs")
+        res = cross_validate(train, cols, [Recipe(name, cfg, tc)], folds=args.folds, seed=args.seed,
+                             label_range=(1, 5),
+                             on_fold=lambda n, f, rep: log(f"  fold {f}: last epoch vs labels "
+                                                           f"{rep['mean']['spearman']:.3f}"))[0]
+        b.cv["recipes"][name] = {"best_epoch": res.best_epoch, "seconds": res.seconds,
+                                 "seconds_per_epoch": res.seconds_per_epoch,
+                                 "per_epoch": {str(e): v for e, v in res.per_epoch.items()},
+                                 "model": cfg.model_dump(exclude={"labels"}), "train": tc.model_dump()}
+        best = res.at()
+        log(f"cv {name}: best epoch {res.best_epoch}, vs labels {best['label']['spearman']:.3f}, vs experts "
+            f"{(best['human'] or {}).get('spearman', math.nan):.3f} ({res.seconds:.0f} s)")
+        b.save()
+    if b.cv["recipes"]:
+        chosen = max(b.cv["recipes"], key=lambda n: b.cv["recipes"][n]["per_epoch"][
+            str(b.cv["recipes"][n]["best_epoch"])]["label"]["spearman"])
+        b.cv["chosen"] = chosen
+        log(f"cv chosen: {chosen}")
+    b.save()
+
+
+def stage_baselines(b: Bench, train, test) -> None:
+    from csem.baselines import bertscore, rouge
+
+    corr = b.data["correlations"]
+    corr[TEACHER] = row_of(test, "judge")
+    test_p = [dict(r) for r in test]
+    system_prior(train, test_p)
+    corr[PRIOR] = row_of(test_p, "metric.prior")
+    for r, v in zip(test, rouge(test, "rouge1")):
+        r["metric.rouge1"] = v
+    corr["ROUGE-1 F (11 refs, max)"] = row_of(test, lambda a: "metric.rouge1")
+    b.save()
+    for r, v in zip(test, bertscore(test)):
+        r["metric.bertscore"] = v
+    corr["BERTScore F (MiniLM-L6, 11 refs)"] = row_of(test, lambda a: "metric.bertscore")
+    log(f"baselines: teacher {corr[TEACHER]['average']}, prior {corr[PRIOR]['average']}")
+    b.save()
+
+
+def cv_epochs(b: Bench, name: str) -> int:
+    rec = b.cv["recipes"].get(name)
+    return int(rec["best_epoch"]) if rec else b.args.epochs
+
+
+def stage_students(b: Bench, train, test) -> None:
+    args = b.args
+    names = [n for n in ([n.strip() for n in args.students.split(";") if n.strip()] if args.students else list(b.cv["recipes"]) or list(RECIPES))]
+    for name in names:
+        label = f"student MiniLM {name} (GPT-4 labels, {cv_epochs(b, name)} epochs from CV)"
+        if args.resume and label in b.data["correlations"]:
+            continue
+        cfg, tc = configs(name, args, cv_epochs(b, name))
+        model, secs = train_student(train, [f"judge.{a}" for a in ASPECTS], cfg, tc)
+        t0 = time.perf_counter()
+        scored = model.score_records(test, name="s", batch_size=32)
+        b.data["correlations"][label] = row_of(scored, "metric.s")
+        b.data["runs"][label] = {"train_s": secs, "score_s": time.perf_counter() - t0, "epochs": tc.max_epochs,
+                                 "seconds_per_epoch": secs / tc.max_epochs}
+        log(f"{label}: {b.data['correlations'][label]['average']} ({secs:.0f} s)")
+        update_verdict(b)
+        b.save()
+    chosen = b.cv.get("chosen") or names[0]
+    label = f"student MiniLM {chosen} (expert labels: ceiling)"
+    if args.ceiling and not (args.resume and label in b.data["correlations"]):
+        cfg, tc = configs(chosen, args, cv_epochs(b, chosen))
+        model, secs = train_student(train, [f"human.{a}" for a in ASPECTS], cfg, tc)
+        b.data["correlations"][label] = row_of(model.score_records(test, name="s"), "metric.s")
+        b.data["runs"][label] = {"train_s": secs, "epochs": tc.max_epochs}
+        b.save()
+
+
+def stage_disjoint(b: Bench, train, test) -> None:
+    args = b.args
+    systems = sorted({r["system_id"] for r in train}, key=lambda s: int(s.lstrip("M")))
+    rng = random.Random(args.seed)
+    rng.shuffle(systems)
+    a_sys, b_sys = sorted(systems[:6]), sorted(systems[6:])
+    tr = [r for r in train if r["system_id"] in a_sys]
+    te = [dict(r) for r in test if r["system_id"] in b_sys]
+    d = b.data["disjoint"]
+    d["train_systems"], d["test_systems"] = a_sys, b_sys
+    d["rows"] = {"train": len(tr), "test": len(te)}
+    rows = d.setdefault("correlations", {})
+    rows[f"{TEACHER}, system-disjoint"] = row_of(te, "judge")
+    from csem.baselines import bertscore, rouge
+
+    for r, v in zip(te, rouge(te, "rouge1")):
+        r["metric.rouge1"] = v
+    rows["ROUGE-1 F (11 refs, max), system-disjoint"] = row_of(te, lambda a: "metric.rouge1")
+    for r, v in zip(te, bertscore(te)):
+        r["metric.bertscore"] = v
+    rows["BERTScore F (MiniLM-L6, 11 refs), system-disjoint"] = row_of(te, lambda a: "metric.bertscore")
+    b.save()
+    names = [n for n in ([n.strip() for n in args.students.split(";") if n.strip()] if args.students else [b.cv.get("chosen") or next(iter(RECIPES))])]
+    for name in names:
+        label = f"student MiniLM {name}, system-disjoint"
+        if args.resume and label in rows:
+            continue
+        cfg, tc = configs(name, args, cv_epochs(b, name))
+        model, secs = train_student(tr, [f"judge.{a}" for a in ASPECTS], cfg, tc)
+        rows[label] = row_of(model.score_records(te, name="s"), "metric.s")
+        log(f"{label}: {rows[label]['average']} ({secs:.0f} s)")
+        b.save()
+
+
+def stage_curve(b: Bench, train, test) -> None:
+    args = b.args
+    name = b.cv.get("chosen") or next(iter(RECIPES))
+    docs = sorted({r["doc_id"] for r in train})
+    b.data["learning_curve"] = [e for e in b.data["learning_curve"] if e.get("recipe") == name] if args.resume else []
+    done = {e["docs"] for e in b.data["learning_curve"]}
+    for n in [int(x) for x in args.curve.split(",") if x]:
+        if n in done or n > len(docs):
+            continue
+        sub = split_docs(train, 0, n)
+        cfg, tc = configs(name, args, cv_epochs(b, name))
+        model, secs = train_student(sub, [f"judge.{a}" for a in ASPECTS], cfg, tc)
+        avg = row_of(model.score_records(test, name="s"), "metric.s")["average"]
+        b.data["learning_curve"].append({"recipe": name, "docs": n, "records": len(sub), **avg, "train_s": secs})
+        log(f"curve {n} docs: {avg}")
+        b.save()
+
+
+def stage_throughput(b: Bench, test) -> None:
+    """Scoring speed: csem bi-encoder vs unified cross-encoder vs COMET (same encoder, threads, batch)."""
+    from csem.model import EvaluationModel, LabelSpec, ModelConfig
+    from csem.model.module import EvaluationModule
+
+    args = b.args
+    sub = test[: args.speed_records]
+    labels = [LabelSpec(aspect=a, column=f"judge.{a}", min=1, max=5) for a in ASPECTS]
+    t = {"records": len(sub), "documents": len({r["doc_id"] for r in sub}), "threads": args.threads,
+         "batch_size": 32, "precision": "fp32"}
+    for name, arch, ml in (("csem bi-encoder (each article encoded once)", "bi-encoder", 512),
+                           ("csem unified cross-encoder (article re-read per summary)", "unified", 512)):
+        cfg = ModelConfig(name="s", encoder=args.encoder, architecture=arch, max_length=ml, labels=labels)
+        model = EvaluationModel(EvaluationModule(cfg).eval())
+        model.score(sub[:4], precision="fp32")
+        best = math.inf
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            model.score(sub, batch_size=32, precision="fp32")
+            best = min(best, time.perf_counter() - t0)
+        t[name] = {"seconds": best, "samples_per_s": len(sub) / best}
+        log(f"throughput {name}: {len(sub) / best:.2f}/s")
+    if not args.no_comet:
+        from comet_speed import time_comet, write_comet_jsonl
+
+        path = CACHE / "comet_speed_test.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_comet_jsonl(sub, path, "ref-free")
+        try:
+            res = time_comet(path, threads=args.threads, batch_size=32, repeats=args.repeats, mode="ref-free",
+                             log=log)
+            t["COMET 2.2.7 ReferencelessRegression (same MiniLM)"] = {
+                "seconds": res["seconds"], "samples_per_s": res["samples_per_s"],
+                "comet_version": res.get("comet_version"), "torch_version": res.get("torch_version")}
+        except Exception as exc:  # recorded, never hidden
+            t["COMET error"] = f"{type(exc).__name__}: {exc}"
+    bi = t["csem bi-encoder (each article encoded once)"]["samples_per_s"]
+    t["unified_cost"] = bi / t["csem unified cross-encoder (article re-read per summary)"]["samples_per_s"]
+    comet = t.get("COMET 2.2.7 ReferencelessRegression (same MiniLM)")
+    if comet:
+        t["csem_over_comet"] = bi / comet["samples_per_s"]
+    b.data["throughput"] = t
+    b.save()
+
+
+def update_verdict(b: Bench) -> None:
+    corr = b.data["correlations"]
+    if TEACHER not in corr or PRIOR not in corr:
         return
-    try:
-        from csem.assets import resolve_gguf
-        from csem.judge import judge_records
-        from csem.llm.providers.llama_cpp import LlamaCppBackend
-
-        t0 = time.perf_counter()
-        gguf = resolve_gguf(args.judge.removeprefix("llama-cpp:"))
-        backend = LlamaCppBackend(gguf, n_threads=args.threads)
-        load_s = time.perf_counter() - t0
-        recs = [dict(r) for r in test_recs[: args.judge_samples]]  # candidates of one document: prefix reuse helps the judge
-        t0 = time.perf_counter()
-        rows, _ = judge_records(recs, "geval/summeval-coherence", backend, mode="probs", progress=False)
-        s = time.perf_counter() - t0
-        got = [r.get("judge.coherence") for r in rows]
-        t["judge"] = {"samples": len(recs), "seconds": s, "samples_per_s": len(recs) / s, "load_s": load_s,
-                      "backend": getattr(backend, "id", args.judge), "rubric": "geval/summeval-coherence",
-                      "mode": "probs", "scores": got}
-        t["student_vs_judge"] = t["student"]["samples_per_s"] / t["judge"]["samples_per_s"]
-        log(f"judge {t['judge']['samples_per_s']:.3f}/s (scores {got})")
-    except Exception as exc:  # the judge is optional here; record why it was not measured
-        t["judge"] = {"error": f"{type(exc).__name__}: {exc}"}
-        log(f"judge not measured: {exc}")
-    report.save()
-
-
-def update_verdict(report) -> None:
-    corr = report.data["correlations"]
-    teacher = corr["GPT-4 teacher (gpt-4-0314 rts)"]
     students = {k: v for k, v in corr.items() if k.startswith("student") and "GPT-4 labels" in k}
-    if students:
-        best_name = max(students, key=lambda k: students[k]["average"]["spearman"])
-        best = students[best_name]
-        gap = teacher["average"]["spearman"] - best["average"]["spearman"]
-        at_or_above = [a for a in ASPECTS if best[a]["spearman"] >= teacher[a]["spearman"]]
-        met = gap <= 0.05 and bool(at_or_above)
-        report.data["verdict"] = (
-            f"best student '{best_name}': average Spearman {best['average']['spearman']:.3f} vs teacher "
-            f"{teacher['average']['spearman']:.3f} (gap {gap:+.3f}; target <= 0.05); at or above the teacher on "
-            f"{at_or_above or 'no aspect'}. Target {'MET' if met else 'NOT met'}.")
-        report.save()
-        log(report.data["verdict"])
+    if not students:
+        return
+    best = max(students, key=lambda k: students[k]["average"]["spearman"])
+    s = students[best]["average"]["spearman"]
+    prior = corr[PRIOR]["average"]["spearman"]
+    teacher = corr[TEACHER]["average"]["spearman"]
+    b.data["verdict"] = (f"best student '{best}': average Spearman {s:.3f}; system prior {prior:.3f} "
+                         f"({'met' if s >= prior else 'NOT met'}: at or above the prior); teacher {teacher:.3f} "
+                         f"(gap {teacher - s:+.3f}; aim within 0.05: {'met' if teacher - s <= 0.05 else 'NOT met'}).")
 
+
+def _cells(row) -> list[str]:
+    out = []
+    for a in (*ASPECTS, "average"):
+        c = row.get(a) or {}
+        out.append(f"{fmt(c.get('spearman'))} / {fmt(c.get('kendall'))}")
+    return out
+
+
+def render(d: dict) -> list[str]:
+    m = d["meta"]
+    head = ["metric", *ASPECTS, "average"]
+    lines = ["# Student vs teacher on SummEval (GPT-4 ratings distilled; summary-level, test documents 50-99)", "",
+             f"Run {m.get('run')} on {m.get('machine')}; torch threads {m.get('threads')}; seed {m.get('seed')}"
+             + (" — QUICK MODE (not the benchmark)" if m.get("quick") else "") + ".", "",
+             "Spearman rho / Kendall tau-b with the expert means, per document over its systems, averaged.", ""]
+    if d["correlations"]:
+        lines += ["## Standard split (train documents 0-49, test 50-99, the same 12 systems)", "",
+                  markdown_table([[k, *_cells(v)] for k, v in d["correlations"].items()], head), ""]
+    if d.get("verdict"):
+        lines += ["**Target check.** " + d["verdict"], ""]
+    dj = d.get("disjoint") or {}
+    if dj.get("correlations"):
+        lines += ["## System-disjoint split", "",
+                  f"Train: documents 0-49 of systems {', '.join(dj['train_systems'])} ({dj['rows']['train']} rows); "
+                  f"test: documents 50-99 of systems {', '.join(dj['test_systems'])} ({dj['rows']['test']} rows). "
+                  "The system prior cannot help here.", "",
+                  markdown_table([[k, *_cells(v)] for k, v in dj["correlations"].items()], head), ""]
+    sp = d.get("speed") or {}
+    if sp.get("variants"):
+        lines += ["## Training speed (MiniLM, ref-free, 600 rows, measured side by side in this run)", "",
+                  markdown_table([[k, f"{v['seconds_per_step']:.2f}", v["steps_per_epoch"], f"{v['seconds_per_epoch']:.0f}"]
+                                  for k, v in sp["variants"].items()],
+                                 ["variant", "s/step", "steps/epoch", "s/epoch"]), "",
+                  f"before / after: **{sp['ratio_before_over_after']:.1f}x** ({sp['machine']}; "
+                  "seconds per step timed over steps 2.. of the epoch, after the first step that fills caches).", ""]
+    t = d.get("throughput") or {}
+    if t:
+        rows = [[k, f"{v['samples_per_s']:.2f}", f"{v['seconds']:.1f}"] for k, v in t.items()
+                if isinstance(v, dict) and "samples_per_s" in v]
+        lines += ["## Scoring throughput (test summaries, fp32, batch 32, measured in this run)", "",
+                  markdown_table(rows, ["scorer", "samples/s", "seconds"]), ""]
+        if "csem_over_comet" in t:
+            lines.append(f"csem bi-encoder / COMET: **{t['csem_over_comet']:.1f}x**; unified cross-encoder costs "
+                         f"{t['unified_cost']:.1f}x the bi-encoder's time.")
+        if "COMET error" in t:
+            lines.append(f"COMET not timed: {t['COMET error']}")
+        lines.append("")
+    if d.get("learning_curve"):
+        lines += ["## Learning curve (the chosen recipe; test average)", "",
+                  markdown_table([[e["docs"], e["records"], fmt(e.get("spearman")), fmt(e.get("kendall"))]
+                                  for e in d["learning_curve"]], ["train docs", "rows", "Spearman", "Kendall"]), ""]
+    if d.get("runs"):
+        lines += ["## Training runs", "",
+                  markdown_table([[k, v.get("epochs"), f"{v.get('train_s', 0):.0f}"] for k, v in d["runs"].items()],
+                                 ["student", "epochs", "train s"]), ""]
+    return lines
+
+
+def render_cv(cv: dict) -> list[str]:
+    m = cv.get("meta") or {}
+    lines = ["# Recipe choice by grouped cross-validation on the training documents (SummEval, GPT-4 labels)", "",
+             f"{m.get('folds')}-fold grouped by document over training documents 0-49 ({m.get('rows')} rows); "
+             f"{m.get('machine')}; {m.get('run')}. No test document is used. Criterion: {m.get('criterion')}.", ""]
+    rows = []
+    if cv.get("prior"):
+        p = cv["prior"]
+        rows.append(["system prior (fold's training documents)", "-", fmt(p["label"]["spearman"]),
+                     fmt(p["human"]["spearman"]), fmt(p["human"]["kendall"]), "-"])
+    for name, r in cv.get("recipes", {}).items():
+        e = r["per_epoch"][str(r["best_epoch"])]
+        h = e.get("human") or {}
+        rows.append([name, r["best_epoch"], f"{fmt(e['label']['spearman'])} ± {fmt(e['label_std']['spearman'])}",
+                     fmt(h.get("spearman")), fmt(h.get("kendall")), f"{r['seconds_per_epoch']:.0f}"])
+    lines += [markdown_table(rows, ["recipe", "best epoch", "Spearman vs GPT-4 labels (± sd over folds)",
+                                    "Spearman vs experts", "Kendall vs experts", "s/epoch (fold)"]), ""]
+    if cv.get("chosen"):
+        lines += [f"Chosen: **{cv['chosen']}**.", ""]
+    for name, r in cv.get("recipes", {}).items():
+        lines += [f"### {name}", "", markdown_table(
+            [[e, fmt(v["label"]["spearman"]), fmt((v.get("human") or {}).get("spearman"))]
+             for e, v in r["per_epoch"].items()], ["epoch", "vs GPT-4 labels", "vs experts"]), ""]
+    return lines
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="tiny smoke run (not the benchmark)")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--seed", type=int, default=12)
-    ap.add_argument("--max-length", type=int, default=512)
-    ap.add_argument("--hidden", type=int, nargs="+", default=[1024])
-    ap.add_argument("--epochs", type=int, default=20, help="students other than *-ft")
-    ap.add_argument("--mpnet-epochs", type=int, default=20, help="mpnet trains head-only (frozen encoder)")
-    ap.add_argument("--frozen-epochs", type=float, default=20,
-                    help="= --epochs: head-only training on cached embeddings (what a shared 2-core CPU affords)")
-    ap.add_argument("--ft-epochs", type=int, default=4, help="minilm-ref-free-ft: epochs in all")
-    ap.add_argument("--ft-frozen-epochs", type=float, default=2, help="minilm-ref-free-ft: frozen warm-up epochs")
-    ap.add_argument("--head-lr", type=float, default=3e-4)
-    ap.add_argument("--lr", type=float, default=1e-5)
-    ap.add_argument("--dev-docs", type=int, default=8)
-    ap.add_argument("--score-batch", type=int, default=32)
-    ap.add_argument("--naive-records", type=int, default=120)
-    ap.add_argument("--repeats", type=int, default=3, help="throughput: best of N timings")
-    ap.add_argument("--judge", default="local")
-    ap.add_argument("--judge-samples", type=int, default=4)
-    ap.add_argument("--students", default="minilm-ref-free,human-ceiling,minilm-ref-based,curve,mpnet-ref-free,minilm-ref-free-ft",
-                    help="runs, in order; 'curve' = the learning curve of --learning-curve")
-    ap.add_argument("--learning-curve", default="10,25", help="comma list of training-doc counts ('' = none)")
-    ap.add_argument("--out", default=str(RESULTS / "student_summeval"))
-    ap.add_argument("--resume", action="store_true", help="keep the figures of an earlier run and skip finished runs")
+    ap = parser(__doc__, out="student_summeval", threads=2, seed=12, quick=True)
+    ap.add_argument("--stages", default=",".join(STAGES))
+    ap.add_argument("--resume", action="store_true", help="keep what an earlier run finished")
+    ap.add_argument("--encoder", default="minilm")
+    ap.add_argument("--hidden", type=int, nargs="+", default=[512])
+    ap.add_argument("--epochs", type=int, default=8, help="cross-validation: epochs per recipe (best one chosen)")
+    ap.add_argument("--folds", type=int, default=3)
+    ap.add_argument("--recipes", default="", help="RECIPES to cross-validate, separated by ; (default: all)")
+    ap.add_argument("--students", default="", help="recipes to train on all training docs, separated by ; (default: all cross-validated)")
+    ap.add_argument("--ceiling", action="store_true", help="also the expert-label ceiling (chosen recipe)")
+    ap.add_argument("--curve", default="10,25,50")
+    ap.add_argument("--speed-steps", type=int, default=4, help="speed: optimiser steps timed per variant")
+    ap.add_argument("--speed-records", type=int, default=120, help="throughput: test summaries scored")
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--no-comet", action="store_true")
     args = ap.parse_args()
-
-    import logging
-
-    import torch
-
-    logging.basicConfig(level=logging.WARNING, format="[%(asctime)s] %(name)s: %(message)s", datefmt="%H:%M:%S")
-    logging.getLogger("csem.model").setLevel(logging.INFO)
-    torch.set_num_threads(args.threads)
-    from csem.baselines import bertscore, rouge
-    from csem.data.datasets import load_summeval_llm_ratings
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from conftest import shared_data_dir  # the same data lookup as the tests
-
-    data = shared_data_dir()
-    recs = load_summeval_llm_ratings(data / "summeval_llm_shen2023", judge="gpt-4-0314", method="rts")
-    docs = sorted({r["doc_id"] for r in recs})
-    train_docs, test_docs = docs[:50], docs[50:]
+    setup(args)
+    recs = summeval_llm_ratings(args.data_dir, judge="gpt-4-0314", method="rts")
+    train, test = split_docs(recs, 0, 50), split_docs(recs, 50, 100)
     if args.quick:
-        train_docs, test_docs = train_docs[:6], test_docs[:3]
-        args.max_length, args.epochs, args.frozen_epochs, args.dev_docs, args.mpnet_epochs = 64, 2, 2, 2, 2
-        args.ft_epochs, args.ft_frozen_epochs = 2, 1
-        args.naive_records, args.judge_samples = 12, min(args.judge_samples, 2)
-    dev_docs = set(train_docs[-args.dev_docs:]) if args.dev_docs else set()
-    fit_docs = [d for d in train_docs if d not in dev_docs]
-    by_doc = {}
-    for r in recs:
-        by_doc.setdefault(r["doc_id"], []).append(r)
-    fit = [r for d in fit_docs for r in by_doc[d]]
-    dev = [r for d in sorted(dev_docs) for r in by_doc[d]]
-    test = [r for d in test_docs for r in by_doc[d]]
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if args.quick:  # a smoke run never overwrites the benchmark's figures
-        import tempfile
-
-        out = Path(tempfile.gettempdir()) / (out.name + "_quick")
-    report = Report(out, {
-        "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "machine": f"{platform.machine()}, {os.cpu_count()} CPUs (shared)",
-        "threads": args.threads, "n_train_docs": len(train_docs), "n_dev_docs": len(dev_docs),
-        "n_test_docs": len(test_docs), "n_fit_records": len(fit), "n_dev_records": len(dev),
-        "n_test_records": len(test), "quick": args.quick, "args": vars(args), "notes": []})
-    if args.resume and out.with_suffix(".json").exists():
-        old = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
-        report.data.update({k: old[k] for k in ("correlations", "throughput", "learning_curve", "runs") if k in old})
-        report.data["meta"]["resumed_from"] = old["meta"]
-    notes = report.data["meta"]["notes"]
-    notes.append("Teacher = the published gpt-4-0314 RTS ratings (Shen et al. 2023) of the same test summaries.")
-    notes.append(f"Students: all 4 aspects as 4 heads over one encoder (mean pooling, head {args.hidden}); max_length "
-                 f"{args.max_length}; 'frozen encoder' = head-only training for up to {args.epochs} epochs on cached "
-                 f"embeddings (what the shared 2-core CPU allowed for every run); 'fine-tuned' = {args.ft_frozen_epochs} "
-                 f"frozen warm-up epochs then the whole encoder trained (lr {args.lr}, layer-wise decay 0.95), up to "
-                 f"{args.ft_epochs} epochs; head lr {args.head_lr}, batch 32, seed {args.seed}; the best dev epoch "
-                 f"(Kendall vs GPT-4 labels on {len(dev_docs)} held-out training docs) is kept; early stopping patience 4 (2 fine-tuned).")
-    log(f"fit {len(fit)} / dev {len(dev)} / test {len(test)} records")
-
-    add_corr(report, "GPT-4 teacher (gpt-4-0314 rts)", test, lambda a: f"judge.{a}")
-    t0 = time.perf_counter()
-    r1 = rouge(test, "rouge1")
-    for r, v in zip(test, r1):
-        r["metric.rouge1"] = v
-    add_corr(report, "ROUGE-1 F (11 refs, max)", test, lambda a: "metric.rouge1")
-    try:
-        if args.resume and "BERTScore F (MiniLM-L6, 11 refs)" in report.data["correlations"]:
-            raise LookupError("kept from the earlier run")
-        bs = bertscore(test)
-        for r, v in zip(test, bs):
-            r["metric.bertscore"] = v
-        add_corr(report, "BERTScore F (MiniLM-L6, 11 refs)", test, lambda a: "metric.bertscore")
-    except LookupError:
-        log("BERTScore kept from the earlier run")
-    except Exception as exc:
-        notes.append(f"BERTScore not measured: {type(exc).__name__}: {exc}")
-    log(f"baselines {time.perf_counter() - t0:.0f}s")
-
-    tc_kwargs = dict(max_epochs=args.epochs, frozen_epochs=args.frozen_epochs, lr=args.lr, head_lr=args.head_lr,
-                     patience=4)
-    frozen_tag = "frozen encoder" if args.frozen_epochs >= args.epochs else "fine-tuned"
-    wanted = [s.strip() for s in args.students.split(",") if s.strip()]
-    first_model = None
-    for s in wanted:
-        done = report.data["correlations"]
-        if args.resume and any(name.startswith(RUN_PREFIX.get(s, "?")) for name in done) and s != "curve":
-            log(f"{s}: kept from the earlier run")
-            if s == "minilm-ref-free" and not report.data["throughput"].get("student"):
-                log("note: throughput of the earlier run missing")
+        train, test = split_docs(recs, 0, 6), split_docs(recs, 50, 53)
+        args.epochs, args.folds, args.curve, args.speed_records, args.repeats = 1, 2, "3", 12, 1
+        args.no_comet = True
+    b = Bench(args)
+    b.data["meta"].update(train_rows=len(train), test_rows=len(test))
+    stages = [s.strip() for s in args.stages.split(",") if s.strip()]
+    for s in stages:
+        if s not in STAGES:
+            raise SystemExit(f"unknown stage '{s}'; choose from {', '.join(STAGES)}")
+    for s in STAGES:
+        if s not in stages:
             continue
-        if s == "minilm-ref-free":
-            m, _ = run_student(report, f"student MiniLM ref-free (GPT-4 labels, {frozen_tag})", fit, dev, test,
-                               "judge", "ref-free", "minilm", tc_kwargs, args)
-            first_model = first_model or m
-            measure_throughput(report, m, test, args)
-        elif s == "minilm-ref-based":
-            run_student(report, f"student MiniLM ref-based (GPT-4 labels, {frozen_tag})", fit, dev, test, "judge",
-                        "ref-based", "minilm", tc_kwargs, args)
-        elif s == "human-ceiling":
-            run_student(report, f"student MiniLM ref-free (expert labels: ceiling, {frozen_tag})", fit, dev, test,
-                        "human", "ref-free", "minilm", tc_kwargs, args)
-        elif s == "throughput":  # speed does not depend on the weights: same architecture, untrained heads
-            from csem.model import EvaluationModel, LabelSpec, ModelConfig
-            from csem.model.module import EvaluationModule
-
-            cfg = ModelConfig(name="student", encoder="minilm", mode="ref-free", max_length=args.max_length,
-                              hidden_sizes=args.hidden, labels=[LabelSpec(aspect=a, column=f"judge.{a}", min=1, max=5)
-                                                                for a in ASPECTS])
-            notes.append("Throughput re-measured with the MiniLM ref-free architecture (untrained heads: "
-                         "the weights do not change the speed).")
-            measure_throughput(report, EvaluationModel(EvaluationModule(cfg).eval()), test, args)
-        elif s == "minilm-ref-free-pairwise":
-            run_student(report, f"student MiniLM ref-free (GPT-4 labels, pairwise loss, {frozen_tag})", fit, dev, test,
-                        "judge", "ref-free", "minilm", tc_kwargs, args, loss="pairwise")
-        elif s == "minilm-ref-free-ft":
-            kw = dict(tc_kwargs, max_epochs=args.ft_epochs, frozen_epochs=args.ft_frozen_epochs, patience=2)
-            run_student(report, "student MiniLM ref-free (GPT-4 labels, fine-tuned)", fit, dev, test, "judge",
-                        "ref-free", "minilm", kw, args)
-        elif s == "mpnet-ref-free":
-            kw = dict(tc_kwargs, max_epochs=args.mpnet_epochs)
-            kw["frozen_epochs"] = kw["max_epochs"]  # CPU budget: mpnet is ~5x slower; head-only training
-            run_student(report, "student mpnet ref-free (GPT-4 labels, frozen encoder)", fit, dev, test, "judge",
-                        "ref-free", "mpnet", kw, args)
+        log(f"stage {s}")
+        if s == "speed":
+            stage_speed(b, train)
+        elif s == "cv":
+            stage_cv(b, train)
+        elif s == "baselines":
+            stage_baselines(b, train, test)
+        elif s == "students":
+            stage_students(b, train, test)
+        elif s == "disjoint":
+            stage_disjoint(b, train, test)
         elif s == "curve":
-            for n_docs in [int(x) for x in args.learning_curve.split(",") if x.strip()]:
-                sub_docs = fit_docs[:n_docs]
-                sub = [r for d in sub_docs for r in by_doc[d]]
-                name = f"curve {len(sub_docs)} docs"
-                run_student(report, name, sub, dev, test, "judge", "ref-free", "minilm", tc_kwargs, args)
-                row = report.data["correlations"].pop(name)
-                report.data["learning_curve"].append({"docs": len(sub_docs), "records": len(sub), **row["average"]})
-                report.save()
-            full = report.data["correlations"].get(f"student MiniLM ref-free (GPT-4 labels, {frozen_tag})")
-            if full:
-                report.data["learning_curve"].append({"docs": len(fit_docs), "records": len(fit), **full["average"]})
-                report.save()
-        else:
-            raise SystemExit(f"unknown student '{s}'")
-        update_verdict(report)
-
-    update_verdict(report)
-    log(f"done; wrote {out.with_suffix('.json')} and {out.with_suffix('.md')}")
-    print(out.with_suffix(".md").read_text())
+            stage_curve(b, train, test)
+        elif s == "throughput":
+            stage_throughput(b, test)
+        update_verdict(b)
+        b.save()
+    log(f"wrote {b.path.with_suffix('.md')} and {b.cv_path.with_suffix('.md')}")
     return 0
 
 

@@ -43,7 +43,7 @@ class OpenAIBackend:
 
     max_concurrency = None
     default_concurrency = 8
-    features = frozenset({"logprobs"})
+    features = frozenset({"logprobs", "response_format"})
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
                  api_version: str | None = None, azure: bool | None = None, timeout: float = 60.0,
@@ -128,6 +128,15 @@ class OpenAIBackend:
                                  prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0, evaluated_tokens=-1,
                                  top=choice.message.content if choice.message is not None else None)
 
+    def _response_format(self, schema: dict) -> dict:
+        """Structured output for a JSON schema: OpenAI's and Azure's ``json_schema`` form; for other
+        servers JSON mode with the schema (``{"type": "json_object", "schema": ...}``: llama.cpp's
+        server turns it into a grammar, vLLM accepts it)."""
+        host = (urlparse(self.base_url).hostname or "") if self.base_url else "api.openai.com"
+        if self.azure or host == "openai.com" or host.endswith(".openai.com"):
+            return {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
+        return {"type": "json_object", "schema": schema}
+
     async def generate(self, messages: Messages, config: GenerateConfig) -> list[GenerationResult]:
         """One request for ``config.n`` answers (a server may return fewer; the wrapper asks for the rest).
         ``top_k`` is not part of the OpenAI API and is not sent."""
@@ -137,6 +146,8 @@ class OpenAIBackend:
             kw["seed"] = config.seed
         if config.stop:
             kw["stop"] = list(config.stop)
+        if config.response_format:
+            kw["response_format"] = self._response_format(config.response_format)
         if config.logprobs:
             kw["logprobs"] = True
             if config.top_logprobs:
