@@ -43,7 +43,7 @@ def test_samples_are_requested_concurrently_and_stay_keyed(sources, tmp_path):
         assert r["collect.checkpoint"] == f"openai:m@{srv.url.split('//')[1]}"
     assert len(partial.read_text().splitlines()) == 12
     req = srv.requests[0]
-    assert (req["temperature"], req["top_p"], req["max_tokens"], req["n"]) == (1.0, 1.0, 64, 1)
+    assert (req["temperature"], req["top_p"], req["max_tokens"], req["n"], req["top_k"]) == (1.0, 1.0, 64, 1, 50)
 
 
 def test_concurrency_one_sends_one_at_a_time(sources):

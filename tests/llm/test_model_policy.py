@@ -182,3 +182,14 @@ def test_a_built_model_is_reused_or_rewrapped():
         get_model(m, concurrency="many")
     with pytest.raises(TypeError):
         get_model(api, base_url="x")
+
+
+def test_top_k_is_sent_to_self_hosted_servers_only():
+    assert OpenAIBackend("m", base_url="http://127.0.0.1:8000/v1").send_top_k
+    assert not OpenAIBackend("m", base_url="https://api.openai.com/v1").send_top_k
+    assert not OpenAIBackend("m", base_url="https://x.openai.azure.com").send_top_k
+    with ScriptedServer([(200, completion("4"))]) as srv:
+        m = get_model("openai:m", base_url=srv.url, api_key="k")
+        run_sync(m.generate(MSGS, GenerateConfig(top_k=50)))
+        run_sync(get_model("openai:m", base_url=srv.url, api_key="k", send_top_k="false").generate(MSGS, GenerateConfig(top_k=50)))
+        assert srv.requests[0]["top_k"] == 50 and "top_k" not in srv.requests[1]

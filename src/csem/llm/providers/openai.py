@@ -4,7 +4,10 @@ Provider options (``get_model("openai:MODEL", **options)``, ``--judge-opt`` / ``
 key=value`` on the CLI): ``base_url`` (else ``OPENAI_BASE_URL``; Azure: ``AZURE_OPENAI_ENDPOINT``),
 ``api_key`` (else ``OPENAI_API_KEY``, Azure: ``AZURE_OPENAI_API_KEY``; servers without auth need none),
 ``api_version`` (Azure, else ``OPENAI_API_VERSION``), ``azure``, ``timeout`` (seconds per request),
-``top_logprobs`` (alternatives read in ``probs`` mode, default 20). Concurrency (default 8),
+``top_logprobs`` (alternatives read in ``probs`` mode, default 20), ``send_top_k`` (send
+``GenerateConfig.top_k`` as the ``top_k`` body field, which vLLM, llama.cpp's server and Ollama take
+but OpenAI's API refuses; default: yes for a ``base_url`` that is not OpenAI's or Azure's; without it
+such servers sample with their own top-k default). Concurrency (default 8),
 retries, backoff and the deadline are options of the wrapper (:class:`csem.llm.model.Model`).
 
 * One request per call (``openai.AsyncOpenAI`` with its own retries off); failures become
@@ -47,7 +50,7 @@ class OpenAIBackend:
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
                  api_version: str | None = None, azure: bool | None = None, timeout: float = 60.0,
-                 top_logprobs: int = 20):
+                 top_logprobs: int = 20, send_top_k: bool | None = None):
         if not model:
             raise ValueError("openai backend needs a model name: openai:MODEL (e.g. openai:gpt-4o-mini)")
         self.model = model
@@ -63,6 +66,9 @@ class OpenAIBackend:
         self.timeout = float(timeout)
         self.top_logprobs = int(top_logprobs)
         where = urlparse(self.base_url).netloc + urlparse(self.base_url).path if self.base_url else "api.openai.com"
+        host = (urlparse(self.base_url).hostname or "") if self.base_url else "api.openai.com"
+        self.send_top_k = (bool(send_top_k) if send_top_k is not None
+                           else not (self.azure or host == "openai.com" or host.endswith(".openai.com")))
         self.id = f"openai:{model}@{where.rstrip('/')}"
         self._loop_client: dict[int, Any] = {}
 
@@ -139,13 +145,15 @@ class OpenAIBackend:
 
     async def generate(self, messages: Messages, config: GenerateConfig) -> list[GenerationResult]:
         """One request for ``config.n`` answers (a server may return fewer; the wrapper asks for the rest).
-        ``top_k`` is not part of the OpenAI API and is not sent."""
+        ``top_k`` is not part of the OpenAI API: sent as an extra body field only with ``send_top_k``."""
         kw: dict[str, Any] = {"messages": list(messages), "max_tokens": config.max_tokens,
                               "temperature": config.temperature, "top_p": config.top_p, "n": config.n}
         if config.seed is not None:
             kw["seed"] = config.seed
         if config.stop:
             kw["stop"] = list(config.stop)
+        if config.top_k and self.send_top_k:
+            kw["extra_body"] = {"top_k": int(config.top_k)}
         if config.response_format:
             kw["response_format"] = self._response_format(config.response_format)
         if config.logprobs:
@@ -202,6 +210,7 @@ def openai_backend(target: str, **options: Any) -> OpenAIBackend:
     for k, f in conv.items():
         if k in options and isinstance(options[k], str):
             options[k] = f(options[k])
-    if isinstance(options.get("azure"), str):
-        options["azure"] = options["azure"].lower() in ("1", "true", "yes")
+    for k in ("azure", "send_top_k"):
+        if isinstance(options.get(k), str):
+            options[k] = options[k].lower() in ("1", "true", "yes")
     return OpenAIBackend(target, **options)
