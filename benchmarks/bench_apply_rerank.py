@@ -5,18 +5,20 @@ documents 0-49 (sorted doc_id), four heads (coherence, consistency, fluency, rel
 the lead's ``/work/notes/student_gpt4`` when ``student_gpt4.READY`` exists (``--student``), else one
 trained here (frozen all-MiniLM-L6-v2, mse+pairwise, head-only).
 
-Sources: SummEval documents 50-99 (never seen by the student), with their 11 references; a dev
-slice tunes the Eq. 8 weights (MERT, objective ROUGE-1 F against the references, max over the 11)
-and picks the single head for Eq. 7; a disjoint test slice measures. Generator: N top-k samples
-(k = 50) per source plus one greedy output (temperature 0) from a local model through llama.cpp.
+Sources: SummEval documents 50-99 (never seen by the student). N-best lists: by default the 16
+systems' summaries of each document (SummEval's outputs; ``--generator URI`` samples N top-k
+candidates plus a greedy output from a local model instead, through ``csem collect``). A dev slice
+tunes the Eq. 8 weights (MERT, objective ROUGE-1 F against the 11 references, max) and picks the
+single head for Eq. 7 and the best single system; a disjoint test slice measures.
 
 On the test sources, each selection rule picks one candidate per source: a random pick (seeded),
-the greedy output, the student's best dev head (Eq. 7), the student's four heads with
-MERT-tuned weights (Eq. 8, per-source z-scores), MBR with chrF, and (for reference, not judged)
-the ROUGE oracle. Measures: the student's mean-of-heads score, ROUGE-1 F against the references,
-and the local judge (Qwen2.5-Coder-1.5B, G-Eval rubrics, probs mode), which never labelled the
-student's training data. Paired bootstrap over test sources (1000 resamples) gives the mean
-difference to the random pick with its 95% interval and one-sided p.
+the best single system on dev (or the greedy output), the student's best dev head (Eq. 7), the
+student's four heads with MERT-tuned weights (Eq. 8, per-source z-scores), MBR with chrF, and (for
+reference) the ROUGE oracle. Measures: the student's mean-of-heads score, ROUGE-1 F, the SummEval
+experts' mean over the four aspects (system outputs only), and the local judge (Qwen2.5-Coder-1.5B,
+G-Eval rubrics, probs mode; on ``--judge-docs``), which never labelled the student's training data.
+Paired bootstrap over test sources (1000 resamples): mean difference to the random pick, 95%
+interval, one-sided p.
 
 Run (the figures in results/apply_rerank.*):
     nice -n 10 python benchmarks/bench_apply_rerank.py --threads 2
@@ -79,10 +81,12 @@ def paired(a: np.ndarray, b: np.ndarray, n: int, seed: int) -> dict:
 
 def main() -> None:
     ap = parser(__doc__, out="apply_rerank", quick=True)
-    ap.add_argument("--dev-docs", default="50:58", help="held-out SummEval docs tuning the weights (sorted doc_id)")
-    ap.add_argument("--test-docs", default="58:74", help="held-out SummEval docs measured")
+    ap.add_argument("--dev-docs", default="50:70", help="held-out SummEval docs tuning the weights (sorted doc_id)")
+    ap.add_argument("--test-docs", default="70:100", help="held-out SummEval docs measured")
     ap.add_argument("--n", type=int, default=16, help="top-k samples per source (N)")
-    ap.add_argument("--generator", default="llama-cpp:qwen-0.5b", help="sampling generator URI")
+    ap.add_argument("--generator", default=None, help="sample the N-best lists from this generator URI "
+                    "(default: SummEval's 16 system summaries)")
+    ap.add_argument("--judge-docs", default="70:80", help="test docs the local judge measures (its cost)")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--judge", default="local")
     ap.add_argument("--rubrics", default="geval/summeval-coherence,geval/summeval-relevance")
@@ -91,7 +95,7 @@ def main() -> None:
     ap.add_argument("--bootstrap", type=int, default=1000)
     args = ap.parse_args()
     if args.quick:
-        args.dev_docs, args.test_docs, args.n = "50:52", "52:54", 4
+        args.dev_docs, args.test_docs, args.judge_docs, args.n = "50:52", "52:54", "52:53", 4
     setup(args)
     t_all = time.perf_counter()
     from csem.apply.mbr import mbr_select
@@ -105,26 +109,34 @@ def main() -> None:
     log(f"student: {student_origin}")
 
     # ---- held-out sources and their N-best lists
-    srcs = {}
-    for r in summeval(args.data_dir, docs=f"{args.dev_docs.split(':')[0]}:{args.test_docs.split(':')[1]}"):
-        srcs.setdefault(r["doc_id"], {"id": r["doc_id"], "source": r["source"], "reference": r["reference"]})
-    docs = sorted(srcs)
     d0, d1 = (int(x) for x in args.dev_docs.split(":"))
-    n_dev = d1 - d0
-    dev_ids, test_ids = set(docs[:n_dev]), set(docs[n_dev:])
-    gen_name = args.generator.split(":")[-1]
-    partial = CACHE / "apply" / f"nbest_{gen_name}_{args.n}_{args.max_tokens}.partial.jsonl"
-    partial.parent.mkdir(parents=True, exist_ok=True)
+    t0, t1 = (int(x) for x in args.test_docs.split(":"))
+    pool = summeval(args.data_dir, docs=f"{d0}:{t1}")
+    docs = sorted({r["doc_id"] for r in pool})
+    dev_ids, test_ids = set(docs[:d1 - d0]), set(docs[t0 - d0:])
+    j0, j1 = (int(x) for x in args.judge_docs.split(":"))
+    judge_ids = set(docs[j0 - d0:j1 - d0]) & test_ids
     t = time.perf_counter()
-    specs = [GeneratorSpec(uri=args.generator, num_samples=args.n, name="sample",
-                           decoding=GenerateConfig(temperature=1.0, top_k=50, max_tokens=args.max_tokens)),
-             GeneratorSpec(uri=args.generator, num_samples=1, name="greedy",
-                           decoding=GenerateConfig(temperature=0.0, max_tokens=args.max_tokens))]
-    cands, csum = collect_candidates([srcs[d] for d in docs], specs, seed=args.seed, include_reference=False,
-                                     duplicates="keep", empty="drop", partial_path=partial, progress=False)
+    if args.generator:
+        srcs = {}
+        for r in pool:
+            srcs.setdefault(r["doc_id"], {"id": r["doc_id"], "source": r["source"], "reference": r["reference"]})
+        gen_name = args.generator.split(":")[-1]
+        partial = CACHE / "apply" / f"nbest_{gen_name}_{args.n}_{args.max_tokens}.partial.jsonl"
+        partial.parent.mkdir(parents=True, exist_ok=True)
+        specs = [GeneratorSpec(uri=args.generator, num_samples=args.n, name="sample", options={"n_threads": args.threads},
+                               decoding=GenerateConfig(temperature=1.0, top_k=50, max_tokens=args.max_tokens)),
+                 GeneratorSpec(uri=args.generator, num_samples=1, name="greedy", options={"n_threads": args.threads},
+                               decoding=GenerateConfig(temperature=0.0, max_tokens=args.max_tokens))]
+        cands, csum = collect_candidates([srcs[d] for d in docs], specs, seed=args.seed, include_reference=False,
+                                         duplicates="keep", empty="drop", partial_path=partial, progress=False)
+        nbest_origin = (f"{args.generator}: N = {args.n} top-k samples (k = 50, {args.max_tokens} tokens) + 1 greedy "
+                        f"output per source (generated {csum.generated}, reused {csum.resumed})")
+    else:
+        cands = [dict(r, id=f"{r['doc_id']}/{r['system_id']}") for r in pool]
+        nbest_origin = "SummEval's 16 system summaries per source"
     t_collect = time.perf_counter() - t
-    log(f"N-best: {len(cands)} candidates for {len(docs)} sources in {t_collect:.0f} s "
-        f"(generated {csum.generated}, resumed {csum.resumed}, empty dropped {csum.empty})")
+    log(f"N-best: {len(cands)} candidates for {len(docs)} sources ({nbest_origin}) in {t_collect:.0f} s")
 
     # ---- every candidate: student heads, ROUGE-1, chrF
     t = time.perf_counter()
@@ -134,7 +146,10 @@ def main() -> None:
     for r in rows:
         r["student.mean"] = float(np.mean([r[c] for c in head_cols]))
     log(f"scored {len(rows)} candidates (student {len(head_cols)} heads, ROUGE-1, chrF) in {t_score:.1f} s")
-    samples = [r for r in rows if r["system_id"] == "sample"]
+    for r in rows:
+        hs = [r.get(f"human.{a}") for a in HEADS]
+        r["human.mean"] = float(np.mean(hs)) if all(h is not None for h in hs) else np.nan
+    samples = [r for r in rows if r["system_id"] != "greedy"]
     greedy = {r["doc_id"]: r for r in rows if r["system_id"] == "greedy"}
     dev = [r for r in samples if r["doc_id"] in dev_ids]
     test = [r for r in samples if r["doc_id"] in test_ids]
@@ -161,7 +176,15 @@ def main() -> None:
         by_doc.setdefault(r["doc_id"], []).append(r)
     tdocs = sorted(by_doc)
     chosen["random pick"] = {d: rng.choice(by_doc[d]) for d in tdocs}
-    chosen["greedy output"] = {d: greedy[d] for d in tdocs if d in greedy}
+    if greedy:
+        chosen["greedy output"] = {d: greedy[d] for d in tdocs if d in greedy}
+    else:  # one system for every source: the best on dev by the objective (a fixed generator)
+        sys_dev: dict[str, list[float]] = {}
+        for r in dev:
+            sys_dev.setdefault(r["system_id"], []).append(r[obj_col])
+        best_sys = max(sys_dev, key=lambda k: np.mean(sys_dev[k]))
+        chosen[f"best single system on dev ({best_sys})"] = {d: r for d in tdocs for r in by_doc[d]
+                                                              if r["system_id"] == best_sys}
     head_name = best_head.split(".")[-1]
     chosen[f"student {head_name} head (Eq. 7)"] = {r["doc_id"]: r for r in rerank_scored(test, [best_head]).chosen}
     chosen["student 4 heads, MERT weights (Eq. 8)"] = {
@@ -173,7 +196,7 @@ def main() -> None:
 
     # ---- the local judge on every chosen candidate (cached)
     judge = JudgeMetric(args.judge, args.rubrics.split(","), cache=CACHE / "apply" / "judge.sqlite")
-    to_judge = {r["id"]: r for sel in chosen.values() for r in sel.values()}
+    to_judge = {r["id"]: r for sel in chosen.values() for d, r in sel.items() if d in judge_ids}
     t = time.perf_counter()
     log(f"judging {len(to_judge)} distinct chosen candidates x {len(judge.rubric_ids)} rubrics with {args.judge}")
     jrows = add_scores(list(to_judge.values()), judge.score(list(to_judge.values())))
@@ -185,7 +208,7 @@ def main() -> None:
 
     # ---- table with paired bootstrap against the random pick
     measures = {"student": lambda r: r["student.mean"], "judge": lambda r: jscore.get(r["id"], np.nan),
-                "rouge1": lambda r: r["metric.rouge1"]}
+                "rouge1": lambda r: r["metric.rouge1"], "experts": lambda r: r["human.mean"]}
     table, rows_md = {}, []
     base = chosen["random pick"]
     for name, sel in chosen.items():
@@ -193,13 +216,15 @@ def main() -> None:
         for mname, fn in measures.items():
             a = np.array([fn(sel[d]) if d in sel else np.nan for d in tdocs], dtype=float)
             b = np.array([fn(base[d]) for d in tdocs], dtype=float)
-            entry[mname] = {"mean": float(np.nanmean(a)),
+            entry[mname] = {"mean": float(np.nanmean(a)) if not np.all(np.isnan(a)) else None,
                             "vs_random": paired(a, b, args.bootstrap, args.seed) if name != "random pick" else None}
         table[name] = entry
-    exp_random = {"student": float(np.mean([np.mean([r["student.mean"] for r in by_doc[d]]) for d in tdocs])),
-                  "rouge1": float(np.mean([np.mean([r["metric.rouge1"] for r in by_doc[d]]) for d in tdocs]))}
-    orc = {"student": float(np.mean([oracle[d]["student.mean"] for d in tdocs])),
-           "rouge1": float(np.mean([oracle[d]["metric.rouge1"] for d in tdocs]))}
+    def expect(key: str, pick) -> float:
+        return float(np.nanmean([pick(d, key) for d in tdocs]))
+
+    exp_random = {k: expect(k, lambda d, k=k: np.nanmean([r[k] for r in by_doc[d]]))
+                  for k in ("student.mean", "metric.rouge1", "human.mean")}
+    orc = {k: expect(k, lambda d, k=k: oracle[d][k]) for k in ("student.mean", "metric.rouge1", "human.mean")}
 
     def cell(e: dict, digits: int) -> str:
         s = fmt(e["mean"], digits)
@@ -210,11 +235,11 @@ def main() -> None:
 
     for name, e in table.items():
         rows_md.append({"selection": name, "student": cell(e["student"], 3), "judge": cell(e["judge"], 3),
-                        "rouge1": cell(e["rouge1"], 3)})
-    rows_md.append({"selection": "random pick, expectation over the N samples", "student": fmt(exp_random["student"], 3),
-                    "judge": "–", "rouge1": fmt(exp_random["rouge1"], 3)})
-    rows_md.append({"selection": f"oracle by {args.objective} (upper bound)", "student": fmt(orc["student"], 3),
-                    "judge": "–", "rouge1": fmt(orc["rouge1"], 3)})
+                        "rouge1": cell(e["rouge1"], 3), "experts": cell(e["experts"], 3)})
+    rows_md.append({"selection": "random pick, expectation over the list", "student": fmt(exp_random["student.mean"], 3),
+                    "judge": "–", "rouge1": fmt(exp_random["metric.rouge1"], 3), "experts": fmt(exp_random["human.mean"], 3)})
+    rows_md.append({"selection": f"oracle by {args.objective} (upper bound)", "student": fmt(orc["student.mean"], 3),
+                    "judge": "–", "rouge1": fmt(orc["metric.rouge1"], 3), "experts": fmt(orc["human.mean"], 3)})
     tune_rows = [{"selection": f"{c.split('.')[-1]} head only (Eq. 7)", "dev": fmt(v, 4), "evaluations": "1",
                   "weights": ""} for c, v in head_dev.items()]
     tune_rows += [
@@ -228,14 +253,14 @@ def main() -> None:
          "weights": ""}]
     md = [
         "# N-best reranking with the GPT-4 student (bench_apply_rerank.py)", "",
-        f"Machine: {machine()}. Generator {args.generator}, N = {args.n} top-k samples (k = 50, "
-        f"{args.max_tokens} tokens) + 1 greedy per source; dev docs {args.dev_docs} ({len(dev_ids)} sources), "
+        f"Machine: {machine()}. N-best lists: {nbest_origin}; dev docs {args.dev_docs} ({len(dev_ids)} sources), "
         f"test docs {args.test_docs} ({len(tdocs)} sources) of SummEval (sorted doc_id). Student: {student_origin}. "
         f"Judge: {args.judge}, rubrics {args.rubrics} (mean of the aspects), probs mode.", "",
         "## Test sources: mean score of the chosen candidate (difference to the random pick, 95% paired "
         f"bootstrap interval over sources, one-sided p; {args.bootstrap} resamples)", "",
-        markdown_table(rows_md, ["selection", "student", "judge", "rouge1"],
-                       headers=["selection", "student (mean of 4 heads, 1-5)", "local judge (1-5)", "ROUGE-1 F"]),
+        markdown_table(rows_md, ["selection", "student", "judge", "rouge1", "experts"],
+                       headers=["selection", "student (mean of 4 heads, 1-5)",
+                                f"local judge (1-5; docs {args.judge_docs})", "ROUGE-1 F", "experts (1-5)"]),
         "",
         f"## Dev: tuning the Eq. 8 weights over the 4 heads (z-scored per source), objective mean {args.objective} "
         "of the chosen candidate", "",
@@ -249,7 +274,7 @@ def main() -> None:
     ]
     data = {"args": {k: str(v) for k, v in vars(args).items()}, "machine": machine(), "student": student_origin,
             "dev_sources": len(dev_ids), "test_sources": len(tdocs), "candidates": len(rows),
-            "test": table, "random_expected": exp_random, "oracle": orc, "dev_heads": head_dev,
+            "nbest": nbest_origin, "judged_test_sources": len(judge_ids), "test": table, "random_expected": exp_random, "oracle": orc, "dev_heads": head_dev,
             "mert": m.as_dict(), "random_search": rs.as_dict(), "random_search_line_budget": rs_l.as_dict(),
             "seconds": {"collect": t_collect, "score": t_score, "mbr": t_mbr, "judge": t_judge,
                         "total": time.perf_counter() - t_all},
@@ -258,7 +283,8 @@ def main() -> None:
     (Path(str(args.out) + ".chosen.jsonl")).write_text(
         "".join(json.dumps({"selection": name, "doc_id": d, "id": r["id"], "candidate": r["candidate"],
                             "student": r["student.mean"], "judge": None if np.isnan(jscore.get(r["id"], np.nan))
-                            else jscore[r["id"]], "rouge1": r["metric.rouge1"]}) + "\n"
+                            else jscore[r["id"]], "rouge1": r["metric.rouge1"],
+                            "experts": None if np.isnan(r["human.mean"]) else r["human.mean"]}) + "\n"
                 for name, sel in chosen.items() for d, r in sel.items()), encoding="utf-8")
     log(f"wrote {j} and {mdp}")
     print("\n".join(md))
