@@ -157,3 +157,19 @@ def test_cli_annotate_compare(smollm2_path, tmp_path):
     assert res.exit_code == 0 and "(0 new, 4 cached)" in " ".join(res.output.split())
     res = CliRunner().invoke(app, args[:-2] + ["--mode", "sample", "--out", str(out)])
     assert res.exit_code == 2 and "--compare takes --mode probs or parse" in res.output
+
+
+def test_cli_compare_unreachable_judge_exits_1(tmp_path):
+    """A backend that answers nothing: every pair missing, nothing cached, exit 1 (as `csem annotate`)."""
+    import csem.cli.annotate  # noqa: F401
+    from csem.cli import app
+
+    data, out = tmp_path / "cands.jsonl", tmp_path / "pairs.jsonl"
+    write_records(_small(), data)
+    res = CliRunner().invoke(app, ["annotate", "--data", str(data), "--rubric", "csem/summ-coherence-ref-free",
+                                   "--compare", "--judge", "openai:x", "--judge-opt", "base_url=http://127.0.0.1:9/v1",
+                                   "--judge-opt", "max_retries=0", "--out", str(out)])
+    assert res.exit_code == 1, res.output
+    assert "no judgment made" in res.output
+    rows = read_records(out, required=())
+    assert all(r["judge.coherence"] is None and r["judge.coherence.missing"].startswith("backend error") for r in rows)

@@ -55,10 +55,8 @@ def annotate(
                         f"{s['seconds']:.1f} s")
         if s.get("fallback"):
             Console().print(f"note: {s['fallback']}")
-        if s.get("failed"):
-            raise fail(f"{s['failed']} judge calls failed (their pairs are missing); re-run the same command to "
-                       "judge only what is missing", 3)
-        return
+        raise typer.Exit(run_outcome(total=s["calls"], judged=s["judged"], cached=s["cached"], failed=s["failed"],
+                                     errors=s.get("errors") or []))
     s = annotate_file(data, out, rubrics=[r for r in rubric.split(",") if r], judge=judge, mode=mode, n=n,
                       temperature=temperature, cache=cache, columns=column_map(col),
                       backend_options=parse_options(judge_opt))

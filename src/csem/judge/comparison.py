@@ -48,8 +48,9 @@ COMPARE_MODES = ("probs", "parse")
 @dataclass
 class CompareSummary:
     """What a comparison run did: ``pairs``, ``calls`` (2 per pair), ``judged`` now, ``cached``,
-    ``failed`` (transient, not cached), ``missing`` pairs by reason, mean ``position_bias``
-    (mean ``p_first`` over all judged orders: 0.5 = none), ``seconds``, ``fallback``."""
+    ``failed`` (backend errors: never cached, a re-run retries them), ``missing`` pairs by reason,
+    mean ``position_bias`` (mean ``p_first`` over all judged orders: 0.5 = none), ``seconds``,
+    ``fallback``, ``errors`` (up to 5 distinct backend error messages)."""
 
     pairs: int = 0
     calls: int = 0
@@ -60,9 +61,11 @@ class CompareSummary:
     position_bias: float | None = None
     seconds: float = 0.0
     fallback: str | None = None
+    errors: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return dict(self.__dict__)
+        return {k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v)
+                for k, v in self.__dict__.items()}
 
     def __str__(self) -> str:
         bias = "n/a" if self.position_bias is None else f"{self.position_bias:.3f}"
@@ -268,8 +271,10 @@ async def acompare_records(
                         state["mode"] = "parse"
                         summary.fallback = f"backend gives no token probabilities ({exc}); used mode 'parse'"
                     continue
-                except BackendError as exc:
-                    j = OrderJudgment(None, None, None, f"backend error: {exc}", transient=exc.transient)
+                except BackendError as exc:  # any backend error: missing, not cached, counted as failed
+                    j = OrderJudgment(None, None, None, f"backend error: {exc}", transient=True)
+                    if str(exc) not in summary.errors and len(summary.errors) < 5:
+                        summary.errors.append(str(exc))
                     break
                 store.put(key, backend=model.id, mode=f"compare-{m}", rubric=f"{rub.id}@{rub.version}",
                           aspect=rub.aspect, score=j.p_first, missing=j.missing, raw=j.raw, mass=j.mass, probs=pr)

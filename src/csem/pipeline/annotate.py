@@ -125,6 +125,7 @@ def compare_file(candidates: str | Path, out: str | Path, *, rubrics: Sequence[s
         total.setdefault("position_bias", {})[rub.aspect] = s["position_bias"]
         if s.get("fallback"):
             total["fallback"] = s["fallback"]
+        total.setdefault("errors", []).extend(e for e in s.get("errors", []) if e not in total["errors"])
         if rows is None:
             rows = got
         else:
