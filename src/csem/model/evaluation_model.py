@@ -68,7 +68,10 @@ class EvaluationModel:
             if not (folder / name).exists():
                 raise ModelFolderError(f"{folder}: no '{name}' (is this a csem model folder written by `csem train`?)")
         try:
-            config = ModelConfig.model_validate_json((folder / CONFIG).read_text(encoding="utf-8"))
+            raw = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
+            # folders saved before source_max_length existed encoded whole sources: keep scoring them so
+            raw.setdefault("source_max_length", None)
+            config = ModelConfig.model_validate(raw)
         except Exception as exc:
             raise ModelFolderError(f"{folder / CONFIG}: not a valid csem model config: {exc}") from exc
         module = EvaluationModule(config, encoder_path=str(folder / ENCODER_DIR), load_encoder_weights=False)
