@@ -9,9 +9,12 @@ traceback, for every command)
 
 ====  ==========================================================================================
 0     success
-1     a run-time failure (unreachable judge, model that cannot be loaded, I/O error)
-2     bad input or usage (missing file or field, bad row, unknown rubric/aspect/option)
-3     partial: some judgments failed; every finished one is kept and a re-run resumes
+1     a run-time failure, nothing done (a judge that answered nothing, a refused API key, a model
+      that cannot be loaded, an I/O error)
+2     bad input or usage, before any work (missing file or field, bad row, unknown rubric/aspect/
+      option, an output path that cannot be written)
+3     partial: some judgments failed (any backend error); every finished one is kept and a re-run
+      resumes (:func:`csem.cli.judge.run_outcome`)
 ====  ==========================================================================================
 """
 

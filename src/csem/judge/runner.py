@@ -169,13 +169,18 @@ async def ajudge_records(
     bar = _progress(progress)
     task_id = bar.add_task("judging", total=len(jobs), note="") if bar else None
 
+    structured = "response_format" in (getattr(backend.api, "features", None) or ())
+
     def params_for(m: str, r: Rubric) -> dict:
         if m == "probs":
             return {"scores": r.scale.values}
+        # a JSON rubric asks a backend that can constrain its answers for structured output
+        fmt = r.answer_schema() if structured else None
         if m == "sample":
             return GenerateConfig(n=n, max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                                  seed=seed).cache_params()
-        return GenerateConfig(n=1, max_tokens=max_tokens, temperature=0.0, top_k=0, top_p=1.0, seed=0).cache_params()
+                                  seed=seed, response_format=fmt).cache_params()
+        return GenerateConfig(n=1, max_tokens=max_tokens, temperature=0.0, top_k=0, top_p=1.0, seed=0,
+                              response_format=fmt).cache_params()
 
     def from_cache(row: dict, m: str) -> Judgment:
         probs = {int(k): float(v) for k, v in row["probs"].items()} if row.get("probs") else None

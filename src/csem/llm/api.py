@@ -104,7 +104,8 @@ class ModelAPI(Protocol):
             then served in submission order, which keeps a source's prefix cached); None = no limit.
         default_concurrency: requests in flight when the user sets none.
         features: optional capabilities: ``"beam_search"``, ``"logprobs"`` (token logprobs in
-            :meth:`generate`). Optional attribute; absent means none.
+            :meth:`generate`), ``"response_format"`` (answers constrained to a JSON schema, JSON mode).
+            Optional attribute; absent means none.
         secrets: strings the wrapper removes from every error message (API keys). Optional.
     """
 

@@ -34,6 +34,10 @@ class GenerateConfig(BaseModel):
         num_beams, num_beam_groups, diversity_penalty: beam search (``num_beams`` > 1) and diverse
             beam search (Vijayakumar et al. 2016; ``num_beam_groups`` > 1), for providers that offer it
             (transformers, ``hf:``); sampling fields are then ignored.
+        response_format: structured output: a JSON schema the answer must follow (e.g. a judge's
+            ``{"type": "object", "properties": {"score": {"type": "integer", "minimum": 1, "maximum":
+            5}}, "required": ["score"]}``), for providers with the ``response_format`` feature
+            (OpenAI-compatible servers: JSON mode / ``response_format``).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -50,6 +54,7 @@ class GenerateConfig(BaseModel):
     num_beams: int | None = Field(None, ge=1)
     num_beam_groups: int | None = Field(None, ge=1)
     diversity_penalty: float | None = Field(None, ge=0)
+    response_format: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _check(self) -> "GenerateConfig":

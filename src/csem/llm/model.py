@@ -111,6 +111,8 @@ class Model:
                              f"{self.id} samples only (top_k, top_p, temperature)")
         if config.logprobs and "logprobs" not in features:
             raise ValueError(f"{self.id} cannot return the logprobs of generated tokens")
+        if config.response_format and "response_format" not in features:
+            raise ValueError(f"{self.id} cannot constrain answers to a JSON schema (response_format)")
 
     def _semaphore(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()

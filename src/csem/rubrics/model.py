@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -119,6 +119,10 @@ class Rubric(BaseModel):
         uses_source, uses_reference: which inputs the prompt shows; a record lacking a needed
             input is an error, not a silent omission.
         intro, labels, template: prompt parts (see the module docstring).
+        answer_format: ``text`` (default) or ``json``: the prompt asks for ``{"score": N}`` and, in
+            ``parse``/``sample`` mode, a backend that can constrain its answers to a JSON schema (JSON
+            mode / ``response_format`` on OpenAI-compatible servers) is asked to; the parser reads the
+            field either way.
         system: system message (default :data:`DEFAULT_SYSTEM`, asks for the score only; ``null``
             in a file drops it).
         version: bumped whenever the prompt changes (it is part of every judgment's record).
@@ -144,6 +148,7 @@ class Rubric(BaseModel):
     candidate_label: str = "Summary"
     system: str | None = DEFAULT_SYSTEM
     template: str = DEFAULT_TEMPLATE
+    answer_format: Literal["text", "json"] = "text"
 
     @field_validator("template")
     @classmethod
@@ -250,9 +255,22 @@ class Rubric(BaseModel):
             source_label=self.source_label, reference_label=self.reference_label,
             candidate_label=self.candidate_label,
         )
+        if self.answer_format == "json":
+            text += (f'\n\nAnswer with a JSON object only: {{"score": <an integer from {self.scale.min} to '
+                     f'{self.scale.max}>}}')
         messages = [{"role": "system", "content": self.system}] if self.system else []
         messages.append({"role": "user", "content": text})
         return messages
+
+    def answer_schema(self) -> dict | None:
+        """The JSON schema of an answer when ``answer_format`` is ``json`` (``{"score": integer in the
+        scale}``; requested as structured output where the backend can, see
+        :class:`csem.llm.GenerateConfig`), else None."""
+        if self.answer_format != "json":
+            return None
+        return {"type": "object", "properties": {"score": {"type": "integer", "minimum": self.scale.min,
+                                                           "maximum": self.scale.max}},
+                "required": ["score"]}
 
 
 _ENV = None
