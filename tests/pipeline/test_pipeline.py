@@ -319,3 +319,22 @@ def test_seed_spread_skips_undefined_figures_and_bad_seed_lists_are_explained(tm
         path = _pipeline_file(tmp_path, train={"seeds": seeds})
         with pytest.raises(ValueError, match=msg):
             load_pipeline(path)
+
+
+def test_collect_fingerprint_ignores_unset_decoding_fields(tmp_path):
+    """An unset decoding field (None) inherits, so it is not part of the collect stage's fingerprint: a
+    field csem adds to GenerateConfig later, unset, does not re-run the collect (and annotate) of a finished
+    run. A set field does change it."""
+    from csem.pipeline.state import fingerprint
+
+    def settings(**decoding):
+        path = _pipeline_file(tmp_path, collect={"decoding": decoding,
+                                                 "generators": [{"uri": "llama-cpp:smollm2", "name": "smol",
+                                                                 "num_samples": 2, "decoding": decoding}]})
+        p = Pipeline.from_file(path, tmp_path / "run", progress=False)
+        return fingerprint({"collect": p.collect_settings()}, []), p.collect_settings()
+
+    plain, s = settings(max_tokens=20)
+    assert s["decoding"] == {"max_tokens": 20} and s["generators"][0]["decoding"] == {"max_tokens": 20}
+    assert settings(max_tokens=20, top_p=None, stop=None)[0] == plain
+    assert settings(max_tokens=20, top_p=0.9)[0] != plain

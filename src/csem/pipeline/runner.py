@@ -249,6 +249,18 @@ class Pipeline:
         paths = write_report(self.run_dir, self.cfg, self.state.data)
         return {"files": [str(p.relative_to(self.run_dir)) for p in paths]}
 
+    def collect_settings(self) -> dict:
+        """The collect settings that fingerprint the stage. Decoding settings (run and per generator)
+        list only the fields that are set: an unset field (None) inherits, so a field csem adds
+        later, unset, leaves finished runs' fingerprints as they were."""
+        c = self.cfg.collect
+        out = c.model_dump(exclude={"decoding", "generators"})
+        out["decoding"] = c.decoding.model_dump(exclude_none=True)
+        out["generators"] = [{**g.model_dump(exclude={"decoding"}),
+                              "decoding": g.decoding.model_dump(exclude_none=True) if g.decoding else None}
+                             for g in c.generators]
+        return out
+
     def run(self, from_stage: str | None = None) -> dict:
         """Run every stage in order (skipping finished ones); ``from_stage`` forces it and later ones."""
         if from_stage is not None:
@@ -259,7 +271,7 @@ class Pipeline:
         c = self.cfg
         rd = self.run_dir
         plan = [
-            ("collect", {"collect": c.collect.model_dump(), "sources": c.sources.model_dump(exclude={"path"})}, [],
+            ("collect", {"collect": self.collect_settings(), "sources": c.sources.model_dump(exclude={"path"})}, [],
              [self.sources_path],
              ["candidates.jsonl"], self.collect),
             ("annotate", c.annotate.model_dump(), ["collect"],
