@@ -85,3 +85,22 @@ def test_judge_read_back_meta_eval(tmp_path, smollm2_path, tiny_template):
     assert code == 0, out
     rows2 = json.loads((tmp_path / "meta2.json").read_text())["rows"]
     assert {r["column"] for r in rows2} == {"judge.coherence", "judge.fluency"}
+
+
+def test_shared_aspect_columns_carry_the_rubric_tag_and_read_back(tmp_path, fake_llm, tiny_template):
+    """Two rubrics scoring the same aspect: judge.<aspect>@<rubric id>, side fields after the tag."""
+    rubs = []
+    for name in ("a", "b"):
+        p = tmp_path / f"{name}.yaml"
+        p.write_text(yaml.safe_dump({"id": f"test/{name}", "aspect": "coherence", "criteria": f"criteria {name}",
+                                     "template": tiny_template, "system": None}))
+        rubs.append(str(p))
+    data = write_records([{"id": str(i), "source": f"Source {i}.", "candidate": f"Candidate {i}."} for i in range(3)],
+                         tmp_path / "in.jsonl")
+    out = tmp_path / "out.csv"
+    code, text = _invoke("judge", "--data", data, "--rubric", ",".join(rubs), "--judge", fake_llm, "--no-cache",
+                         "--no-progress", "--out", out)
+    assert code == 0, text
+    back = read_records(out)
+    assert score_columns(back, ("judge",)) == ["judge.coherence@test/a", "judge.coherence@test/b"]
+    assert all(isinstance(r["judge.coherence@test/a.mass"], float) for r in back)

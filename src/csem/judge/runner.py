@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from csem.data.columns import Column
 from csem.judge.cache import JudgmentCache, judgment_key
 from csem.judge.scoring import MODES, Judgment, score_probs, score_sample, weighted_score
 from csem.llm import (NOT_ATTEMPTED, BackendAuthError, BackendError, BackendUnavailable, GenerateConfig,
@@ -265,17 +266,19 @@ async def ajudge_records(
         row = dict(rec)
         for job_col in sorted(by_record.get(i, []), key=list(columns.values()).index):
             j = results[(i, job_col)]
-            col = f"judge.{job_col}"
-            row[col] = j.score
-            for suffix in (".missing", ".raw", ".mass"):
-                row.pop(col + suffix, None)
+            aspect, _, tag = job_col.partition("@")
+            col = Column("judge", aspect, tag=tag or None)  # judge.<aspect>[@<rubric id>] and its side fields
+            row[str(col)] = j.score
+            side = {s: str(col.with_side(s)) for s in ("missing", "raw", "mass")}
+            for k in side.values():
+                row.pop(k, None)
             if j.score is None:
-                row[col + ".missing"] = j.missing
+                row[side["missing"]] = j.missing
                 summary.missing[_reason_kind(j.missing)] = summary.missing.get(_reason_kind(j.missing), 0) + 1
             if keep_raw and (j.mode != "probs" or j.score is None) and j.raw is not None:
-                row[col + ".raw"] = j.raw
+                row[side["raw"]] = j.raw
             if j.mass is not None:
-                row[col + ".mass"] = j.mass
+                row[side["mass"]] = j.mass
         out.append(row)
     summary.seconds = time.perf_counter() - t_start
     return out, summary
