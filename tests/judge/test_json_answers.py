@@ -75,3 +75,11 @@ def test_json_mode_on_a_real_llama_cpp_server(tmp_path, tiny_template, llama_ser
     for r in rows:  # the grammar-constrained answers are JSON with an in-scale integer score, and read as such
         assert json.loads(r["judge.coherence.raw"])["score"] == r["judge.coherence"], r
         assert 1 <= r["judge.coherence"] <= 5
+
+
+def test_nul_bytes_never_reach_a_prompt(tmp_path, tiny_template):
+    import pytest
+
+    r = load_rubrics(str(_rubric(tmp_path, tiny_template, "text")))[0]
+    with pytest.raises(ValueError, match="record 7: 'candidate' contains a NUL byte"):
+        r.render({"id": "7", "source": "s", "candidate": "c\x00d"})

@@ -216,8 +216,9 @@ class Rubric(BaseModel):
             that follows starts with the score.
 
         Raises:
-            ValueError: unknown aspect; KeyError: the record lacks a text the rubric uses
-            (message names the rubric, record id and field).
+            ValueError: unknown aspect, or a text holds a NUL byte (record id and field named);
+            KeyError: the record lacks a text the rubric uses (message names the rubric, record id and
+            field).
         """
         crits = self.criteria_list
         if aspect is None:
@@ -235,6 +236,9 @@ class Rubric(BaseModel):
             v = record.get(field)
             if v is None or (isinstance(v, str) and not v.strip()) or (isinstance(v, list) and not v):
                 raise KeyError(f"rubric {self.id} needs '{field}' but record {rid} has none")
+            if any("\x00" in t for t in ([v] if isinstance(v, str) else v if isinstance(v, list) else [])
+                   if isinstance(t, str)):  # never passed into a prompt silently (read_records refuses it too)
+                raise ValueError(f"record {rid}: '{field}' contains a NUL byte; remove it before judging")
             return v
 
         candidate = need("candidate")
