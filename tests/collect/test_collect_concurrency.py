@@ -26,7 +26,7 @@ def sources():
 
 
 def _echo_seed(body):
-    return "sleep", 0.2, 200, completion(f"summary with seed {body['seed']}")
+    return "sleep", 0.5, 200, completion(f"summary with seed {body['seed']}")
 
 
 def test_samples_are_requested_concurrently_and_stay_keyed(sources, tmp_path):
@@ -37,7 +37,8 @@ def test_samples_are_requested_concurrently_and_stay_keyed(sources, tmp_path):
         recs, summ = collect_candidates(sources, [spec], include_reference=False, partial_path=partial, seed=5,
                                         progress=False)
         assert srv.max_in_flight == 4 and len(srv.requests) == 12 and summ.generated == 12
-    assert [r["id"] for r in recs] == sorted(r["id"] for r in recs)
+    # sources in input order, each source's samples in id order, whatever order the answers came in
+    assert [r["id"] for r in recs] == [f"{s['id']}/api/{k}" for s in sources for k in range(4)]
     for r in recs:  # each text belongs to its own sample, whatever order the answers came back in
         assert r["candidate"] == f"summary with seed {sample_seed(5, r['doc_id'], 'api', r['collect.sample'])}"
         assert r["collect.checkpoint"] == f"openai:m@{srv.url.split('//')[1]}"
