@@ -89,12 +89,13 @@ def system_prior(train: list[dict], test: list[dict], col: str = "metric.prior")
             r[f"{col}.{a}"] = mean.get(r["system_id"])
 
 
-def configs(name: str, args, epochs: int | None = None):
+def configs(name: str, args, epochs: int | None = None, **override):
+    """The recipe's configs; ``override`` replaces ModelConfig fields (``mode``, ``encoder``)."""
     from csem.model import ModelConfig, TrainConfig
 
     mk, tk = RECIPES[name]
-    mode = mk.get("mode", "ref-free")
-    cfg = ModelConfig(name="student", encoder=args.encoder, hidden_sizes=args.hidden, **{**mk, "mode": mode})
+    mk = {"mode": "ref-free", "encoder": args.encoder, **mk, **override}
+    cfg = ModelConfig(name="student", hidden_sizes=args.hidden, **mk)
     tc = TrainConfig(max_epochs=epochs or args.epochs, frozen_epochs=0, seed=args.seed, num_threads=args.threads,
                      batch_size=32, **tk)
     if args.quick:
@@ -237,7 +238,7 @@ def stage_cv(b: Bench, train: list[dict]) -> None:
     b.cv["prior"] = {side: {m: statistics.fmean(r[side][m] for r in prior_rows) for m in ("spearman", "kendall")}
                      for side in ("label", "human")}
     b.cv["meta"] = {"folds": args.folds, "train_docs": len({r["doc_id"] for r in train}), "rows": len(train),
-                    "max_epochs": args.epochs, "machine": machine(), "run": now(), "seed": args.seed,
+                    "machine": machine(), "run": now(), "seed": args.seed,
                     "criterion": "mean over folds and aspects of the held-out summary-level Spearman with the "
                                  "GPT-4 labels"}
     b.save()
@@ -309,6 +310,21 @@ def stage_students(b: Bench, train, test) -> None:
         update_verdict(b)
         b.save()
     chosen = b.cv.get("chosen") or names[0]
+    # the chosen recipe's hyper-parameters on other inputs / encoders (not cross-validated themselves)
+    for variant in [v for v in args.variants.split(",") if v]:
+        override = {"mode": "ref-based"} if variant == "ref-based" else {"encoder": variant}
+        enc = "mpnet" if variant == "mpnet" else "MiniLM"
+        label = (f"student {enc} {chosen}{', ref-based' if variant == 'ref-based' else ''} "
+                 f"(GPT-4 labels, {cv_epochs(b, chosen)} epochs from CV; hyper-parameters of the MiniLM ref-free CV)")
+        if args.resume and label in b.data["correlations"]:
+            continue
+        cfg, tc = configs(chosen, args, cv_epochs(b, chosen), **override)
+        model, secs = train_student(train, [f"judge.{a}" for a in ASPECTS], cfg, tc)
+        b.data["correlations"][label] = row_of(model.score_records(test, name="s", batch_size=32), "metric.s")
+        b.data["runs"][label] = {"train_s": secs, "epochs": tc.max_epochs, "seconds_per_epoch": secs / tc.max_epochs}
+        log(f"{label}: {b.data['correlations'][label]['average']} ({secs:.0f} s)")
+        update_verdict(b)
+        b.save()
     label = f"student MiniLM {chosen} (expert labels: ceiling)"
     if args.ceiling and not (args.resume and label in b.data["correlations"]):
         cfg, tc = configs(chosen, args, cv_epochs(b, chosen))
@@ -526,6 +542,8 @@ def main() -> int:
     ap.add_argument("--recipes", default="", help="RECIPES to cross-validate, separated by ; (default: all)")
     ap.add_argument("--students", default="", help="recipes to train on all training docs, separated by ; (default: all cross-validated)")
     ap.add_argument("--ceiling", action="store_true", help="also the expert-label ceiling (chosen recipe)")
+    ap.add_argument("--variants", default="ref-based,mpnet",
+                    help="students: the chosen recipe also ref-based and/or with another encoder (comma list)")
     ap.add_argument("--curve", default="10,25,50")
     ap.add_argument("--speed-steps", type=int, default=4, help="speed: optimiser steps timed per variant")
     ap.add_argument("--speed-records", type=int, default=120, help="throughput: test summaries scored")
