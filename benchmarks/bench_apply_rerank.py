@@ -268,7 +268,7 @@ def main() -> None:
                        headers=["selection", "dev objective", "objective evaluations",
                                 "weights (" + ", ".join(c.split('.')[-1] for c in head_cols) + ")"]),
         "",
-        f"Times: N-best {t_collect:.0f} s (generated {csum.generated}, reused {csum.resumed}), scoring "
+        f"Times: N-best {t_collect:.0f} s, scoring "
         f"{len(rows)} candidates with the student + ROUGE + chrF {t_score:.1f} s, MBR {t_mbr:.1f} s, "
         f"judge {t_judge:.0f} s for {len(to_judge)} candidates, total {time.perf_counter() - t_all:.0f} s.",
     ]
