@@ -10,6 +10,7 @@ import time
 import pytest
 
 from csem.judge import judge_records
+from csem.llm import BackendAuthError
 
 KEY = "sk-csem-test-SECRET-7f3a9c1e5b"
 
@@ -46,15 +47,15 @@ def test_key_never_leaks_and_rejected_logprobs_fall_back(keyed_server_without_lo
                                backend_options={"base_url": srv.url, "api_key": KEY}, progress=False)
     assert summ.fallback and "logprob" in summ.fallback and "used mode 'parse'" in summ.fallback
     assert summ.judged == 2 and all(isinstance(r["judge.coherence.raw"], str) for r in rows)
-    # a wrong key: a clear 401, recorded as missing, the wrong key nowhere
+    # a wrong key: a clear 401 that stops the run (issue 11), the wrong key nowhere
     wrong = "sk-wrong-SECRET-0000111122223333"
-    rows, summ = judge_records(tiny_records[2:3], tiny_rubric, "openai:smollm2", cache=db, mode="parse",
-                               backend_options={"base_url": srv.url, "api_key": wrong}, progress=False)
-    assert rows[0]["judge.coherence"] is None and "HTTP 401" in rows[0]["judge.coherence.missing"]
+    with pytest.raises(BackendAuthError, match="HTTP 401") as err:
+        judge_records(tiny_records[2:3], tiny_rubric, "openai:smollm2", cache=db, mode="parse",
+                      backend_options={"base_url": srv.url, "api_key": wrong}, progress=False)
     out = capsys.readouterr()
     for secret in (KEY, wrong):
         assert secret not in caplog.text and secret not in out.out + out.err
-        assert secret not in str(rows) and secret not in " ".join(summ.errors)
+        assert secret not in str(rows) and secret not in " ".join(summ.errors) and secret not in str(err.value)
         assert secret.encode() not in db.read_bytes()
         assert secret.encode() not in (db.with_name(db.name + "-wal").read_bytes()
                                        if db.with_name(db.name + "-wal").exists() else b"")

@@ -66,8 +66,12 @@ def provider_options(factory: BackendFactory) -> dict[str, str] | None:
     ``{name: annotation text}``; None when they cannot be known (a plug-in without annotations)."""
     try:
         cls = typing.get_type_hints(factory).get("return")
-        params = inspect.signature(cls.__init__).parameters.values()
+        if not isinstance(cls, type) or cls.__init__ is object.__init__:
+            return None
+        params = list(inspect.signature(cls.__init__).parameters.values())
     except Exception:  # noqa: BLE001 - any plug-in shape: then no checking
+        return None
+    if any(p.kind == p.VAR_KEYWORD for p in params):  # takes any option: nothing to check against
         return None
     return {p.name: p.annotation if isinstance(p.annotation, str) else getattr(p.annotation, "__name__", "")
             for p in params if p.kind == p.KEYWORD_ONLY}
