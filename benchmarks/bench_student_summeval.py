@@ -43,7 +43,7 @@ PRIOR = "system prior (mean GPT-4 rating of the system on the training documents
 STAGES = ("speed", "cv", "baselines", "students", "disjoint", "curve", "throughput")
 
 # The recipes compared by cross-validation. Every one fine-tunes the encoder (top layers over
-# cached lower-layer states); lr = encoder, head_lr = head. "default" is csem train's default.
+# cached lower-layer states); lr = encoder, head_lr = head. The winner became csem train's default.
 RECIPES: dict[str, tuple[dict, dict]] = {
     "bi-encoder, top 2 layers, mse": (
         dict(architecture="bi-encoder", loss="mse", source_max_length=256),
