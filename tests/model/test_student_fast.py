@@ -152,3 +152,16 @@ def test_ddp_two_cpu_processes(tiny_encoder, train_records, test_records, tmp_pa
     rows = [json.loads(line) for line in scored.read_text().splitlines()]
     assert len(rows) == len(test_records)
     assert all(isinstance(r["metric.csem.quality"], float) for r in rows)
+
+
+def test_bad_architecture_is_one_line_exit_2(tmp_path):
+    """A setting pydantic refuses is one `csem: error:` line naming the setting, exit 2."""
+    data = tmp_path / "t.jsonl"
+    data.write_text('{"id": "a", "source": "s", "candidate": "c", "judge.q": 3}\n', encoding="utf-8")
+    res = subprocess.run([sys.executable, "-m", "csem", "train", "--data", str(data), "--label-col", "judge.q",
+                          "--out", str(tmp_path / "m"), "--architecture", "bogus"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 2
+    assert [ln for ln in res.stderr.splitlines() if ln.strip()] == [
+        "csem: error: invalid ModelConfig settings: architecture: Input should be 'bi-encoder' or 'unified'"]
+    assert not (tmp_path / "m").exists()

@@ -53,6 +53,14 @@ def error_message(exc: BaseException) -> str:
         return str(exc.args[0])
     if isinstance(exc, OSError) and exc.filename and exc.strerror:
         return f"{exc.filename}: {exc.strerror}"
+    errors = getattr(exc, "errors", None)
+    if callable(errors) and type(exc).__name__ == "ValidationError":  # pydantic: one line per setting
+        try:
+            parts = [f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in errors()]
+        except Exception:  # noqa: BLE001 - fall back to pydantic's own text
+            parts = []
+        if parts:
+            return f"invalid {exc.title} settings: " + "; ".join(parts)
     return str(exc)
 
 
