@@ -68,6 +68,16 @@ RECIPES: dict[str, tuple[dict, dict]] = {
     "bi-encoder, top 2 layers, mse+pairwise, lr 1e-3": (
         dict(architecture="bi-encoder", loss="mse+pairwise", source_max_length=256),
         dict(lr=1e-3, head_lr=1e-3, train_layers=2)),
+    # fourth round: what pooled embeddings cannot count (lexical overlap features), more steps
+    "bi-encoder, top 2 layers, mse+pairwise, lr 1e-3, overlap features": (
+        dict(architecture="bi-encoder", loss="mse+pairwise", source_max_length=256, overlap_features=True),
+        dict(lr=1e-3, head_lr=1e-3, train_layers=2)),
+    "bi-encoder, top 2 layers, mse+pairwise, lr 1e-3, batch 12": (
+        dict(architecture="bi-encoder", loss="mse+pairwise", source_max_length=256),
+        dict(lr=1e-3, head_lr=1e-3, train_layers=2, batch_size=12)),
+    "bi-encoder, top 2 layers, mse+pairwise, lr 1e-3, overlap features, batch 12": (
+        dict(architecture="bi-encoder", loss="mse+pairwise", source_max_length=256, overlap_features=True),
+        dict(lr=1e-3, head_lr=1e-3, train_layers=2, batch_size=12)),
 }
 
 
@@ -97,7 +107,7 @@ def configs(name: str, args, epochs: int | None = None, **override):
     mk = {"mode": "ref-free", "encoder": args.encoder, **mk, **override}
     cfg = ModelConfig(name="student", hidden_sizes=args.hidden, **mk)
     tc = TrainConfig(max_epochs=epochs or args.epochs, frozen_epochs=0, seed=args.seed, num_threads=args.threads,
-                     batch_size=32, **tk)
+                     **{"batch_size": 32, **tk})
     if args.quick:
         cfg = cfg.model_copy(update={"max_length": min(cfg.max_length, 64),
                                      "source_max_length": 64 if cfg.source_max_length else None})
@@ -275,6 +285,29 @@ def stage_cv(b: Bench, train: list[dict]) -> None:
     b.save()
 
 
+EXTRACTIVE = "extractiveness (share of the summary's trigrams found in the source)"
+OVERLAP_LS = "overlap features alone (least squares on GPT-4 labels: novel 1-3-gram shares, repetition, length)"
+
+
+def lexical_baselines(train, test, suffix: str = "") -> dict:
+    """Trivial lexical baselines that could explain an overlap-feature student: extractiveness,
+    and a per-aspect least-squares fit of the student's overlap features alone to the training labels."""
+    import numpy as np
+
+    from csem.model.features import overlap_features
+
+    x_tr = np.array([overlap_features(r["candidate"], [r["source"]]) + [1.0] for r in train])
+    x_te = np.array([overlap_features(r["candidate"], [r["source"]]) + [1.0] for r in test])
+    te = [dict(r, **{"metric.extractive": 1.0 - x[2]}) for r, x in zip(test, x_te)]
+    for a in ASPECTS:
+        y = np.array([np.nan if r.get(f"judge.{a}") is None else float(r[f"judge.{a}"]) for r in train])
+        ok = ~np.isnan(y)
+        w, *_ = np.linalg.lstsq(x_tr[ok], y[ok], rcond=None)
+        for r, v in zip(te, x_te @ w):
+            r[f"metric.ls.{a}"] = float(v)
+    return {EXTRACTIVE + suffix: row_of(te, lambda a: "metric.extractive"), OVERLAP_LS + suffix: row_of(te, "metric.ls")}
+
+
 def stage_baselines(b: Bench, train, test) -> None:
     from csem.baselines import bertscore, rouge
 
@@ -290,6 +323,7 @@ def stage_baselines(b: Bench, train, test) -> None:
     for r, v in zip(test, bertscore(test)):
         r["metric.bertscore"] = v
     corr["BERTScore F (MiniLM-L6, 11 refs)"] = row_of(test, lambda a: "metric.bertscore")
+    corr.update(lexical_baselines(train, test))
     log(f"baselines: teacher {corr[TEACHER]['average']}, prior {corr[PRIOR]['average']}")
     b.save()
 
@@ -362,6 +396,7 @@ def stage_disjoint(b: Bench, train, test) -> None:
     for r, v in zip(te, bertscore(te)):
         r["metric.bertscore"] = v
     rows["BERTScore F (MiniLM-L6, 11 refs), system-disjoint"] = row_of(te, lambda a: "metric.bertscore")
+    rows.update(lexical_baselines(tr, te, ", system-disjoint"))
     b.save()
     names = [n for n in ([n.strip() for n in args.students.split(";") if n.strip()] if args.students else [b.cv.get("chosen") or next(iter(RECIPES))])]
     for name in names:

@@ -165,3 +165,64 @@ def test_bad_architecture_is_one_line_exit_2(tmp_path):
     assert [ln for ln in res.stderr.splitlines() if ln.strip()] == [
         "csem: error: invalid ModelConfig settings: architecture: Input should be 'bi-encoder' or 'unified'"]
     assert not (tmp_path / "m").exists()
+
+
+def test_overlap_features_by_hand():
+    from csem.model.features import overlap_features, overlap_size
+
+    # candidate "the cat sat on the mat ." against "the cat sat on a mat today .": every unigram
+    # occurs; bigrams on-the, the-mat, mat-. are novel (3/6); trigrams: 3 of 5 novel
+    feats = overlap_features("The cat sat on the mat.", ["the cat sat on a mat today ."])
+    assert feats[:3] == [0.0, 0.5, 0.6]
+    assert feats[3] == 0.0  # no repeated trigram
+    assert 0 < feats[4] < 1
+    rep = overlap_features("a b c a b c", [])
+    assert rep[0] == 1 - 3 / 4 and len(rep) == overlap_size("fluency") == 2
+    assert overlap_size("ref-free") == 5 and overlap_size("ref-based") == 8
+    assert overlap_features("", ["x"]) == [0.0, 0.0, 0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("mode", ["ref-free", "ref-based"])
+def test_overlap_features_model_round_trip(tiny_encoder, train_records, test_records, tmp_path, mode):
+    """A student with overlap features saves, loads and scores the same; the features reach the head
+    (other overlap values, same embeddings: other outputs)."""
+    import json
+
+    from csem.model import EvaluationModel
+
+    cfg = ModelConfig(name="o", encoder=str(tiny_encoder), overlap_features=True, **SMALL)
+    tc = TrainConfig(max_epochs=2, lr=1e-3, head_lr=1e-3, batch_size=16, train_layers=1, seed=2)
+    model = train(train_records, "judge.quality", mode, out_dir=tmp_path / "o", config=cfg, train_config=tc,
+                  label_range=(1, 5))
+    direct = {r.id: r.scores["quality"] for r in model.score(test_records, precision="fp32")}
+    loaded = EvaluationModel.load(tmp_path / "o")
+    assert loaded.config.overlap_features
+    again = {r.id: r.scores["quality"] for r in loaded.score(test_records, precision="fp32")}
+    assert max(abs(direct[k] - again[k]) for k in direct) < 1e-3
+    assert json.loads((tmp_path / "o" / "config.json").read_text())["overlap_features"] is True
+    from csem.model.batching import BatchBuilder
+
+    module = loaded.module.eval()
+    batch = BatchBuilder(module.encoder, mode, 40, overlap=True)(test_records[:6])
+    assert batch.overlap.shape == (batch.cand_idx.shape[0], 5 if mode == "ref-free" else 8)
+    with torch.no_grad():
+        emb = module.embed(batch)
+        out = module.head_outputs(emb, batch)
+        batch.overlap = 1 - batch.overlap
+        assert not torch.allclose(out, module.head_outputs(emb, batch))
+
+
+def test_folder_without_overlap_field_loads_without_features(tiny_trained, tmp_path):
+    """Model folders written before overlap_features existed load with the features off."""
+    import json
+    import shutil
+
+    from csem.model import EvaluationModel
+
+    _, folder = tiny_trained
+    old = tmp_path / "old"
+    shutil.copytree(folder, old)
+    raw = json.loads((old / "config.json").read_text())
+    raw.pop("overlap_features", None)
+    (old / "config.json").write_text(json.dumps(raw))
+    assert EvaluationModel.load(old).config.overlap_features is False

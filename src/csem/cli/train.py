@@ -52,6 +52,9 @@ def train(
     max_length: Optional[int] = typer.Option(None, help="tokens kept per text (unified: per joint input)"),
     source_max_length: Optional[int] = typer.Option(None, help="bi-encoder: tokens kept of the source"),
     ref_aggregation: str = typer.Option("max", help="several references: max | mean of the per-reference scores"),
+    overlap_features: Optional[bool] = typer.Option(None, "--overlap-features/--no-overlap-features",
+                                                    help="append lexical overlap features (novel n-gram shares, "
+                                                    "repetition, length) to the head input; default: ModelConfig's"),
     epochs: Optional[int] = typer.Option(None, help="maximum epochs (default: TrainConfig's)"),
     batch_size: int = typer.Option(32),
     lr: Optional[float] = typer.Option(None, help="encoder learning rate (default: TrainConfig's)"),
@@ -138,7 +141,7 @@ def train(
         name=name, encoder=encoder, pooling=pooling, mode=mode, loss=loss, architecture=architecture,
         hidden_sizes=[int(h) for h in hidden_sizes.split(",") if h.strip()] if hidden_sizes else None,
         activation=activation, dropout=dropout, max_length=max_length, source_max_length=source_max_length,
-        pairwise_weight=pairwise_weight, ref_aggregation=ref_aggregation))
+        pairwise_weight=pairwise_weight, ref_aggregation=ref_aggregation, overlap_features=overlap_features))
     tc = TrainConfig(**given(
         lr=lr, head_lr=head_lr, batch_size=batch_size, max_epochs=epochs, patience=patience,
         frozen_epochs=frozen_epochs, layerwise_decay=layerwise_decay, gradient_clip=gradient_clip,

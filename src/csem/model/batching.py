@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from csem.data.records import references_of
-from csem.model.features import NEEDS_REFERENCE, NEEDS_SOURCE
+from csem.model.features import NEEDS_REFERENCE, NEEDS_SOURCE, overlap_features
 
 JOINT_SEP = "\x1e"  # separates the segments of a cross-encoder input in the text pool (ASCII record separator)
 
@@ -39,6 +39,8 @@ class Batch:
         pair_counts: pairs per record (the number of references; 1 without references).
         labels: ``[B, A]`` normalised labels (0 where missing); mask: ``[B, A]`` labelled entries.
         group: ``[B]`` source-group id (for the pairwise loss); ids: record ids.
+        overlap: ``[P, F]`` lexical overlap features per pair (``ModelConfig.overlap_features``)
+            or None.
     """
 
     texts: list[str]
@@ -52,12 +54,13 @@ class Batch:
     mask: Tensor
     group: Tensor
     ids: list[str] = field(default_factory=list)
+    overlap: Tensor | None = None
 
     def to(self, device: torch.device | str) -> "Batch":
         mv = lambda t: None if t is None else t.to(device)  # noqa: E731
         return Batch(self.texts, [{k: v.to(device) for k, v in c.items()} for c in self.chunks], self.bounds,
                      mv(self.cand_idx), mv(self.src_idx), mv(self.ref_idx), self.pair_counts, mv(self.labels),
-                     mv(self.mask), mv(self.group), self.ids)
+                     mv(self.mask), mv(self.group), self.ids, mv(self.overlap))
 
 
 class BatchBuilder:
@@ -71,11 +74,13 @@ class BatchBuilder:
         share: True (default) encodes each distinct text once; False re-encodes every record's
             texts (the naive scorer, kept for benchmarks and tests).
         chunk_size: most sequences per encoder call; max_chunk_tokens: most padded tokens per call.
+        overlap: also compute the lexical overlap features of each pair
+            (:func:`csem.model.features.overlap_features`).
     """
 
     def __init__(self, encoder: Any, mode: str, max_length: int, label_specs: Sequence[Any] | None = None,
                  share: bool = True, chunk_size: int = 32, max_chunk_tokens: int = 16384,
-                 architecture: str = "bi-encoder", source_max_length: int | None = None):
+                 architecture: str = "bi-encoder", source_max_length: int | None = None, overlap: bool = False):
         self.encoder = encoder
         self.mode = mode
         self.max_length = max_length
@@ -85,6 +90,7 @@ class BatchBuilder:
         self.share = share
         self.chunk_size = max(1, chunk_size)
         self.max_chunk_tokens = max_chunk_tokens
+        self.overlap = overlap
         self._tok_cache: dict[tuple[str, str], list[int]] = {}
 
     def _tokens(self, entries: list[tuple[str, str]]) -> list[list[int]]:
@@ -121,12 +127,16 @@ class BatchBuilder:
                 entries.append(key)
             return slots[key]
 
-        cand, src, ref, counts, groups = [], [], [], [], []
+        cand, src, ref, counts, groups, lex = [], [], [], [], [], []
         group_of: dict[str, int] = {}
         for i, r in enumerate(records):
             refs = references_of(r) if need_ref else [None]
             if need_ref and not refs:
                 raise ValueError(f"record '{r.get('id')}' has no reference, but mode '{self.mode}' needs one")
+            if self.overlap:
+                for ref_text in refs:
+                    ctx = ([r["source"]] if need_src else []) + ([ref_text] if need_ref else [])
+                    lex.append(overlap_features(r["candidate"], ctx))
             if unified:  # one joint input per (candidate, reference): candidate [SEP] reference [SEP] source
                 for ref_text in refs:
                     segs = [r["candidate"]] + ([ref_text] if need_ref else []) + ([r["source"]] if need_src else [])
@@ -187,7 +197,8 @@ class BatchBuilder:
             texts=texts, chunks=chunks, bounds=bounds, cand_idx=remap(cand),
             src_idx=remap(src) if need_src else None, ref_idx=remap(ref) if need_ref else None,
             pair_counts=counts, labels=norm, mask=mask,
-            group=torch.tensor(groups, dtype=torch.long), ids=[str(r.get("id")) for r in records])
+            group=torch.tensor(groups, dtype=torch.long), ids=[str(r.get("id")) for r in records],
+            overlap=torch.tensor(lex, dtype=torch.float32) if self.overlap else None)
 
 
 def group_key(record: Mapping[str, Any], mode: str) -> str:

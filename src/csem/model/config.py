@@ -81,6 +81,9 @@ class ModelConfig(BaseModel):
             ``pairwise_weight`` times Eq. 3: on the label scale, and ranks the candidates of a
             source even when the judge's ratings of them differ only slightly).
         pairwise_weight: weight of the ranking term in ``mse+pairwise``.
+        overlap_features: append lexical overlap features to the head's input (novel n-gram
+            shares of the candidate against the source and/or reference, self-repetition, length;
+            :func:`csem.model.features.overlap_features`): what pooled embeddings cannot count.
         labels: the aspects and their scales.
     """
 
@@ -99,6 +102,7 @@ class ModelConfig(BaseModel):
     dropout: float = Field(0.1, ge=0.0, lt=1.0)
     loss: Loss = "mse+pairwise"
     pairwise_weight: float = Field(1.0, ge=0.0)
+    overlap_features: bool = False
     labels: list[LabelSpec] = Field(default_factory=list)
 
     @field_validator("hidden_sizes")

@@ -71,6 +71,7 @@ class EvaluationModel:
             raw = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
             # folders saved before source_max_length existed encoded whole sources: keep scoring them so
             raw.setdefault("source_max_length", None)
+            raw.setdefault("overlap_features", False)  # and had no overlap features
             config = ModelConfig.model_validate(raw)
         except Exception as exc:
             raise ModelFolderError(f"{folder / CONFIG}: not a valid csem model config: {exc}") from exc

@@ -14,6 +14,9 @@ reference, each a pooled sentence embedding of size ``d``; ``*`` is the element-
 
 from __future__ import annotations
 
+import math
+import re
+
 import torch
 from torch import Tensor
 
@@ -78,3 +81,63 @@ def combine(mode: str, h_y: Tensor, h_x: Tensor | None = None, h_ref: Tensor | N
     if mode == "fluency-ref":
         return fluency_features(h_y, h_ref)
     return fluency_features(h_y)
+
+
+# ---- lexical overlap features (optional, ModelConfig.overlap_features) ----------------------------
+#
+# Pooled embeddings (Eq. 9/10) cannot count which of the candidate's words the source contains,
+# yet copying is the strongest single quality signal of news summaries (abstractive systems'
+# unfaithful content is what they do not copy; Grusky et al. 2018, Newsroom, "coverage" and
+# "density"; Durmus et al. 2020). These few scalars let the head see it. They are computed from
+# the texts alone (no model), in [0, 1], and appended to the Eq. 9/10 features.
+
+_WORD = re.compile(r"\w+|[^\w\s]")
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def _ngrams(words: list[str], n: int) -> list[tuple[str, ...]]:
+    return [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
+
+
+def overlap_size(mode: str) -> int:
+    """Number of overlap features of ``mode``: 3 novelty shares per context text (source and/or
+    reference) + candidate repetition + candidate length.
+
+    Raises:
+        ValueError: unknown mode.
+    """
+    if mode not in _MULTIPLIER:
+        raise ValueError(f"unknown mode '{mode}'; choose from {sorted(_MULTIPLIER)}")
+    return 2 + 3 * (int(NEEDS_SOURCE[mode]) + int(NEEDS_REFERENCE[mode]))
+
+
+def overlap_features(candidate: str, contexts: list[str]) -> list[float]:
+    """Lexical features of a candidate, each in [0, 1] (lower-cased ``\\w+|[^\\w\\s]`` tokens).
+
+    For each context text (source, then reference, as the mode uses them): the share of the
+    candidate's unigrams, bigrams and trigrams that do not occur in the context (*novel n-gram
+    share*, See et al. 2017 / Grusky et al. 2018; 0 = fully extractive). Then the share of the
+    candidate's trigrams that repeat an earlier trigram of the candidate (self-repetition, See et
+    al. 2017), and the length ``log(1 + words) / log(1 + 1024)`` capped at 1.
+
+    Args:
+        candidate: the candidate text. contexts: 0-2 context texts.
+
+    Returns:
+        ``3 * len(contexts) + 2`` floats (empty n-gram sets count as 0 novelty / repetition).
+    """
+    cw = _words(candidate)
+    out: list[float] = []
+    for ctx in contexts:
+        xw = _words(ctx)
+        for n in (1, 2, 3):
+            cg = _ngrams(cw, n)
+            have = set(_ngrams(xw, n))
+            out.append(sum(g not in have for g in cg) / len(cg) if cg else 0.0)
+    tri = _ngrams(cw, 3)
+    out.append(1.0 - len(set(tri)) / len(tri) if tri else 0.0)
+    out.append(min(1.0, math.log1p(len(cw)) / math.log1p(1024)))
+    return out

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 from csem.model.batching import Batch
 from csem.model.config import ModelConfig, TrainConfig
 from csem.model.encoder import build_encoder
-from csem.model.features import combine, feature_size
+from csem.model.features import combine, feature_size, overlap_size
 from csem.model.heads import FeedForward
 from csem.model.losses import expected_value, mse_loss, pairwise_ranking_loss, star_ce_loss
 
@@ -52,6 +52,8 @@ class EvaluationModule(L.LightningModule):
                                      load_weights=load_encoder_weights)
         # the unified cross-encoder's pooled joint embedding is the feature vector itself
         fdim = self.encoder.dim if config.architecture == "unified" else feature_size(config.mode, self.encoder.dim)
+        if config.overlap_features:
+            fdim += overlap_size(config.mode)
         k = config.n_classes
         self.heads = nn.ModuleDict({
             spec.aspect: FeedForward(fdim, config.hidden_sizes, k, config.activation, config.dropout)
@@ -141,6 +143,10 @@ class EvaluationModule(L.LightningModule):
             h_x = emb[batch.src_idx] if batch.src_idx is not None else None
             h_r = emb[batch.ref_idx] if batch.ref_idx is not None else None
             feats = combine(self.config.mode, h_y, h_x, h_r)
+        if self.config.overlap_features:
+            if batch.overlap is None:
+                raise ValueError("this model uses overlap features, but the batch has none (BatchBuilder(overlap=True))")
+            feats = torch.cat([feats, batch.overlap.to(feats.dtype)], dim=-1)
         return torch.stack([head(feats) for head in self.heads.values()], dim=1)
 
     def aggregate(self, out: Tensor, counts: list[int]) -> tuple[Tensor, Tensor | None]:

@@ -142,7 +142,8 @@ def train(
                 module._lower_cache = lower_cache
     builder = BatchBuilder(module.encoder, mode, config.max_length, config.labels, share=True,
                            chunk_size=max(8, tc.batch_size), architecture=config.architecture,
-                           source_max_length=config.source_max_length)
+                           source_max_length=config.source_max_length,
+                           overlap=config.overlap_features)
     sampler = GroupedBatchSampler(recs, tc.batch_size, mode, shuffle=True, seed=tc.seed)
     loader = torch.utils.data.DataLoader(recs, batch_sampler=sampler, collate_fn=builder, num_workers=0)
     module.frozen_steps = int(math.ceil(tc.frozen_epochs * len(sampler)))
