@@ -212,17 +212,21 @@ def test_overlap_features_model_round_trip(tiny_encoder, train_records, test_rec
         assert not torch.allclose(out, module.head_outputs(emb, batch))
 
 
-def test_folder_without_overlap_field_loads_without_features(tiny_trained, tmp_path):
-    """Model folders written before overlap_features existed load with the features off."""
+def test_folder_without_overlap_field_loads_without_features(tiny_encoder, train_records, test_records, tmp_path):
+    """Model folders written before overlap_features existed load with the features off and score
+    as before."""
     import json
-    import shutil
 
     from csem.model import EvaluationModel
 
-    _, folder = tiny_trained
-    old = tmp_path / "old"
-    shutil.copytree(folder, old)
-    raw = json.loads((old / "config.json").read_text())
-    raw.pop("overlap_features", None)
-    (old / "config.json").write_text(json.dumps(raw))
-    assert EvaluationModel.load(old).config.overlap_features is False
+    cfg = ModelConfig(name="old", encoder=str(tiny_encoder), overlap_features=False, **SMALL)
+    model = train(train_records, "judge.quality", "ref-free", out_dir=tmp_path / "old", config=cfg,
+                  train_config=TrainConfig(max_epochs=1, train_layers=1, seed=2), label_range=(1, 5))
+    raw = json.loads((tmp_path / "old" / "config.json").read_text())
+    raw.pop("overlap_features")
+    (tmp_path / "old" / "config.json").write_text(json.dumps(raw))
+    loaded = EvaluationModel.load(tmp_path / "old")
+    assert loaded.config.overlap_features is False
+    before = [r.scores["quality"] for r in model.score(test_records[:6], precision="fp32")]
+    after = [r.scores["quality"] for r in loaded.score(test_records[:6], precision="fp32")]
+    assert max(abs(a - b) for a, b in zip(before, after)) < 1e-4

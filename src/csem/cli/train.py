@@ -56,7 +56,7 @@ def train(
                                                     help="append lexical overlap features (novel n-gram shares, "
                                                     "repetition, length) to the head input; default: ModelConfig's"),
     epochs: Optional[int] = typer.Option(None, help="maximum epochs (default: TrainConfig's)"),
-    batch_size: int = typer.Option(32),
+    batch_size: Optional[int] = typer.Option(None, help="rows per step (default: TrainConfig's)"),
     lr: Optional[float] = typer.Option(None, help="encoder learning rate (default: TrainConfig's)"),
     head_lr: Optional[float] = typer.Option(None, help="head learning rate (default: TrainConfig's)"),
     frozen_epochs: Optional[float] = typer.Option(None, help="epochs with the encoder frozen first"),
