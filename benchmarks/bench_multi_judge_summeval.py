@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import time
@@ -111,19 +110,19 @@ def main() -> int:
                     "(default: csem's data lookup, CSEM_DATA or ../shared/data)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=12)
-    ap.add_argument("--epochs", type=int, default=20)
-    ap.add_argument("--head-lr", type=float, default=3e-4)
-    ap.add_argument("--hidden", type=int, nargs="+", default=[1024])
-    ap.add_argument("--max-length", type=int, default=512)
-    ap.add_argument("--encoder", default="minilm")
-    ap.add_argument("--frozen-epochs", type=float, default=None, help="default: = --epochs (head-only training)")
-    ap.add_argument("--loss", default="mse")
-    ap.add_argument("--recipe", default="frozen MiniLM, head-only",
+    ap.add_argument("--epochs", type=int, default=None, help="default: TrainConfig().max_epochs")
+    ap.add_argument("--head-lr", type=float, default=None, help="default: TrainConfig().head_lr")
+    ap.add_argument("--hidden", type=int, nargs="+", default=None, help="default: ModelConfig().hidden_sizes")
+    ap.add_argument("--max-length", type=int, default=None, help="default: ModelConfig().max_length")
+    ap.add_argument("--encoder", default=None, help="default: ModelConfig().encoder")
+    ap.add_argument("--frozen-epochs", type=float, default=None, help="default: TrainConfig().frozen_epochs "
+                    "(with --epochs and no --frozen-epochs: frozen for all epochs, the old head-only recipe)")
+    ap.add_argument("--loss", default=None, help="default: ModelConfig().loss")
+    ap.add_argument("--recipe", default="csem default (ModelConfig()/TrainConfig())",
                     help="name of the student recipe, written to the notes")
     ap.add_argument("--no-students", action="store_true", help="teacher and system-prior figures only")
     ap.add_argument("--out", default=str(RESULTS / "multi_judge_summeval"))
     args = ap.parse_args()
-    frozen = args.epochs if args.frozen_epochs is None else args.frozen_epochs
 
     import torch
 
@@ -131,6 +130,19 @@ def main() -> int:
     from csem.data.datasets import load_summeval_llm_ratings
     from csem.model import ModelConfig, TrainConfig, train
     from csem.model.labels import ensemble_scores, prepare_labels
+
+    # the student recipe: csem's defaults, overridden only by the options given
+    cfg_over = {k: v for k, v in {"encoder": args.encoder, "max_length": args.max_length,
+                                  "hidden_sizes": args.hidden, "loss": args.loss}.items() if v is not None}
+    tc_over = {k: v for k, v in {"max_epochs": args.epochs, "head_lr": args.head_lr}.items() if v is not None}
+    if args.frozen_epochs is not None:
+        tc_over["frozen_epochs"] = args.frozen_epochs
+    elif args.epochs is not None:
+        tc_over["frozen_epochs"] = args.epochs
+    model_cfg = ModelConfig(name="student", mode="ref-free", **cfg_over)
+    train_cfg = TrainConfig(num_threads=args.threads, seed=args.seed, **tc_over)
+    recipe = {"model": model_cfg.model_dump(mode="json", exclude={"labels"}),
+              "train": train_cfg.model_dump(mode="json", exclude={"num_threads", "progress"})}
 
     base = Path(args.data) if args.data else None
     recs: dict[str, dict] = {}
@@ -156,28 +168,32 @@ def main() -> int:
         "a monotone normalisation cannot change a single judge's summary-level correlation, so single-judge rows "
         "differ only in the student column.",
         "System prior: each test summary scored by the mean combined training label of its system (no text read).",
-        f"Student recipe: {args.recipe}: encoder {args.encoder}, frozen for {frozen} of {args.epochs} epochs, "
-        f"loss {args.loss}, head {args.hidden}, head lr {args.head_lr}, batch 32, max_length {args.max_length}, "
-        f"seed {args.seed}, no dev set (last epoch kept); 4 aspects as 4 heads over one encoder; trained on "
-        "all 50 training documents.",
+        f"Student recipe: {args.recipe}: encoder {model_cfg.encoder}, {train_cfg.max_epochs} epochs "
+        f"(frozen for {train_cfg.frozen_epochs}, top {train_cfg.train_layers} encoder layers trained after), loss "
+        f"{model_cfg.loss}, head {model_cfg.hidden_sizes}, lr {train_cfg.lr} / head lr {train_cfg.head_lr}, batch "
+        f"{train_cfg.batch_size}, max_length {model_cfg.max_length}, overlap features {model_cfg.overlap_features}, "
+        f"seed {train_cfg.seed}, no dev set (last epoch kept); 4 aspects as 4 heads over one encoder; trained on "
+        "all 50 training documents. Full configuration in the JSON (meta.recipe).",
         "Paper (CSEM Sec. IV-C, SummEval, student Spearman): ChatGPT alone 0.442, ChatGPT + text-davinci-003 "
         "0.397 (raw labels).",
     ]
     data = {"meta": {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
                      "machine": f"{platform.machine()}, {os.cpu_count()} CPUs (shared)", "threads": args.threads,
-                     "n_train": len(train_recs), "n_test": len(test_recs), "args": vars(args), "notes": notes},
+                     "n_train": len(train_recs), "n_test": len(test_recs), "args": vars(args), "recipe": recipe,
+                     "notes": notes},
             "rows": {}}
     prev = out.with_suffix(".json")
     done_students = {}
     if prev.exists():  # resume: keep students of an earlier run with the same recipe
         old = json.loads(prev.read_text(encoding="utf-8"))
-        if old.get("meta", {}).get("args", {}).get("recipe") == args.recipe:
+        if old.get("meta", {}).get("recipe") == recipe:
             done_students = {k: v.get("student") for k, v in old.get("rows", {}).items() if v.get("student")}
 
     def save():
         out.with_suffix(".json").write_text(json.dumps(data, indent=2), encoding="utf-8")
         out.with_suffix(".md").write_text(render_md(data), encoding="utf-8")
 
+    lower_cache: dict = {}  # frozen lower layers' token states of the training texts, shared by all students
     plans = [(s, n, "mean") for s in SETS for n in ("none", "zscore", "rank")]
     plans += [("GPT-4 + ChatGPT + Llama-2-70B", n, "heads") for n in ("none", "zscore")]
     for set_name, norm, combine in plans:
@@ -208,31 +224,24 @@ def main() -> int:
         if key in done_students:  # kept from an earlier run with the same recipe
             entry["student"] = done_students[key]
         elif not args.no_students and set_name in STUDENT_SETS:
-            if False:
-                entry["student"] = done_students[key]
-                log(f"{key}: student kept from the earlier run")
-            else:
-                cfg = ModelConfig(name="student", encoder=args.encoder, mode="ref-free", max_length=args.max_length,
-                                  hidden_sizes=args.hidden, pooling="mean", loss=args.loss)
-                tc = TrainConfig(num_threads=args.threads, seed=args.seed, max_epochs=args.epochs,
-                                 frozen_epochs=frozen, head_lr=args.head_lr)
-                t0 = time.perf_counter()
-                model = train(tr.records, tr.label_cols, "ref-free", config=cfg, train_config=tc,
-                              label_range=tr.label_range)
-                train_s = time.perf_counter() - t0
-                scored = model.score_records(test_recs, name="student", batch_size=32)
-                if combine == "heads":
-                    from csem.model.validation import aspect_name
+            t0 = time.perf_counter()
+            model = train(tr.records, tr.label_cols, "ref-free", config=model_cfg.model_copy(deep=True),
+                          train_config=train_cfg, label_range=tr.label_range,
+                          lower_cache=lower_cache if train_cfg.train_layers else None)
+            train_s = time.perf_counter() - t0
+            scored = model.score_records(test_recs, name="student", batch_size=32)
+            if combine == "heads":
+                from csem.model.validation import aspect_name
 
-                    ens = {a: [aspect_name(c, tr.label_cols) for c in tr.ensembles[f"judge.{a}"]] for a in ASPECTS}
-                    scales = {s.aspect: (s.min, s.max) for s in model.config.labels}
-                    scored = ensemble_scores(scored, ens, scales, "metric.student")
-                    col = lambda a: f"metric.student.{a}"  # noqa: E731
-                else:
-                    col = lambda a: f"metric.student.{model.config.labels[ASPECTS.index(a)].aspect}"  # noqa: E731
-                entry["student"] = summary_corr(scored, col)
-                entry["student"]["train_s"] = train_s
-                log(f"{key}: student {entry['student']['average']} ({train_s:.0f} s)")
+                ens = {a: [aspect_name(c, tr.label_cols) for c in tr.ensembles[f"judge.{a}"]] for a in ASPECTS}
+                scales = {s.aspect: (s.min, s.max) for s in model.config.labels}
+                scored = ensemble_scores(scored, ens, scales, "metric.student")
+                col = lambda a: f"metric.student.{a}"  # noqa: E731
+            else:
+                col = lambda a: f"metric.student.{model.config.labels[ASPECTS.index(a)].aspect}"  # noqa: E731
+            entry["student"] = summary_corr(scored, col)
+            entry["student"]["train_s"] = train_s
+            log(f"{key}: student {entry['student']['average']} ({train_s:.0f} s)")
         data["rows"][key] = entry
         save()
     log(f"wrote {out.with_suffix('.md')}")

@@ -78,6 +78,16 @@ RECIPES: dict[str, tuple[dict, dict]] = {
     "bi-encoder, top 2 layers, mse+pairwise, lr 1e-3, overlap features, batch 12": (
         dict(architecture="bi-encoder", loss="mse+pairwise", source_max_length=256, overlap_features=True),
         dict(lr=1e-3, head_lr=1e-3, train_layers=2, batch_size=12)),
+    "bi-encoder, top 2 layers, mse+pairwise, lr 3e-4, overlap features, batch 12": (
+        dict(architecture="bi-encoder", loss="mse+pairwise", source_max_length=256, overlap_features=True),
+        dict(lr=3e-4, head_lr=1e-3, train_layers=2, batch_size=12)),
+    "frozen encoder (head only), mse+pairwise, overlap features, batch 12": (
+        dict(architecture="bi-encoder", loss="mse+pairwise", source_max_length=256, overlap_features=True),
+        dict(lr=1e-3, head_lr=1e-3, train_layers=0, batch_size=12)),
+    "mpnet bi-encoder, top 2 layers, mse+pairwise, lr 1e-3, overlap features, batch 12": (
+        dict(encoder="mpnet", architecture="bi-encoder", loss="mse+pairwise", source_max_length=256,
+             overlap_features=True),
+        dict(lr=1e-3, head_lr=1e-3, train_layers=2, batch_size=12)),
 }
 
 
@@ -328,6 +338,11 @@ def stage_baselines(b: Bench, train, test) -> None:
     b.save()
 
 
+def student_name(recipe: str) -> str:
+    """Row name of a recipe's student: the encoder first (MiniLM unless the recipe names another)."""
+    return recipe if recipe.startswith("mpnet") else f"MiniLM {recipe}"
+
+
 def cv_epochs(b: Bench, name: str) -> int:
     rec = b.cv["recipes"].get(name)
     return int(rec["best_epoch"]) if rec else b.args.epochs
@@ -337,7 +352,7 @@ def stage_students(b: Bench, train, test) -> None:
     args = b.args
     names = [n for n in ([n.strip() for n in args.students.split(";") if n.strip()] if args.students else list(b.cv["recipes"]) or list(RECIPES))]
     for name in names:
-        label = f"student MiniLM {name} (GPT-4 labels, {cv_epochs(b, name)} epochs from CV)"
+        label = f"student {student_name(name)} (GPT-4 labels, {cv_epochs(b, name)} epochs from CV)"
         if args.resume and label in b.data["correlations"]:
             continue
         cfg, tc = configs(name, args, cv_epochs(b, name))
@@ -366,7 +381,7 @@ def stage_students(b: Bench, train, test) -> None:
         log(f"{label}: {b.data['correlations'][label]['average']} ({secs:.0f} s)")
         update_verdict(b)
         b.save()
-    label = f"student MiniLM {chosen} (expert labels: ceiling)"
+    label = f"student {student_name(chosen)} (expert labels: ceiling)"
     if args.ceiling and not (args.resume and label in b.data["correlations"]):
         cfg, tc = configs(chosen, args, cv_epochs(b, chosen))
         model, secs = train_student(train, [f"human.{a}" for a in ASPECTS], cfg, tc)
@@ -400,7 +415,7 @@ def stage_disjoint(b: Bench, train, test) -> None:
     b.save()
     names = [n for n in ([n.strip() for n in args.students.split(";") if n.strip()] if args.students else [b.cv.get("chosen") or next(iter(RECIPES))])]
     for name in names:
-        label = f"student MiniLM {name}, system-disjoint"
+        label = f"student {student_name(name)}, system-disjoint"
         if args.resume and label in rows:
             continue
         cfg, tc = configs(name, args, cv_epochs(b, name))

@@ -24,6 +24,14 @@ def test_list_rubrics():
     assert code == 0
     for rid in ("geval/summeval-coherence", "geval/summeval-fluency", "csem/mt-multi-ref-based", "csem/tst-style-ref-free"):
         assert rid in out
+    from csem.rubrics.pairwise import list_pairwise_rubrics
+
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
+            for line in out.splitlines() if line.count("│") > 3}
+    pairwise = [rid for rid, cells in rows.items() if cells[0] == "pairwise"]
+    assert sorted(pairwise) == list_pairwise_rubrics() and len(pairwise) == 22  # every built-in comparison rubric
+    assert rows["pairwise/summ-coherence-ref-free"][:2] == ["pairwise", "coherence"]
+    assert rows["csem/summ-coherence-ref-free"][:2] == ["rating", "coherence"]
 
 
 @pytest.fixture()

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from csem.data.records import read_records, write_records
 from csem.judge.comparison import compare_records, parse_choice, preference_scores, select_pairs
-from csem.rubrics import list_rubrics
+from csem.rubrics import list_rubrics, load_rubric
 from csem.rubrics.loader import RubricError
 from csem.rubrics.pairwise import PairwiseRubric, list_pairwise_rubrics, load_pairwise_rubric
 
@@ -74,6 +74,8 @@ def test_builtin_pairwise_rubrics():
         rub.render(rec_b | {"reference": None}, rec_a)
     with pytest.raises(RubricError, match="unknown pairwise rubric"):
         load_pairwise_rubric("pairwise/summ-nothing")
+    with pytest.raises(RubricError, match="is a pairwise .*csem annotate --compare"):  # not a rating rubric
+        load_rubric("pairwise/summ-coherence-ref-free")
     with pytest.raises(ValueError, match="candidate_b"):
         PairwiseRubric(id="x", aspect="q", criteria="c", template="{{ candidate_a }}")
 

@@ -14,7 +14,11 @@ Neural Machine Translation"):
 
 Two-stage sampling (as in the paper): ``S`` top-k samples per source are generated without
 gradients, then their sequence log-probabilities are computed with gradients in one batched
-forward pass over ``[left-padded prompt | sample]`` (:func:`sequence_logprobs`). Rewards are
+forward pass over the samples (:func:`continuation_logprobs`). Each source's prompt is encoded
+once per step, with gradients (:func:`prompt_cache`); its key/value cache, detached, starts the
+sampling and, with gradients, serves the samples' and the reference's forward passes, so the prompt
+(the long part of a summarization input) costs one pass instead of ``S + 2``; the result equals a
+pass over ``[left-padded prompt | sample]`` (:func:`sequence_logprobs`). Rewards are
 cached per (source id, candidate text), in memory and in ``rewards.jsonl`` (a resumed run does not
 re-score). Training runs in Lightning (devices, precision, gradient accumulation), seeded: the
 sources and the sampling seed of step ``t`` are pure functions of ``(seed, t)``, so a run resumed
@@ -115,6 +119,112 @@ def sequence_logprobs(net: Any, input_ids: torch.Tensor, attention_mask: torch.T
     lp = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     m = target_mask.to(lp.dtype)
     return (lp * m).sum(-1), m.sum(-1)
+
+
+def prompt_cache(net: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[Any, torch.Tensor]:
+    """One forward pass over left-padded prompts: their key/value cache and the last position's logits.
+
+    The cache is shared by every continuation of a prompt (its S samples, its reference), so the
+    prompt, by far the longest part of a summarization input, is encoded once per source instead of
+    once per sample; with gradients enabled, they flow back through the cache into the prompt.
+
+    Args:
+        net: a transformers causal LM. input_ids, attention_mask: ``[B, P]``, left-padded.
+
+    Returns:
+        ``(cache, last_logits)``: a transformers cache over the ``P`` positions, and ``[B, V]`` logits
+        at position ``P - 1`` (they predict the first continuation token).
+    """
+    position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+    out = net(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=True,
+              logits_to_keep=1)
+    return getattr(out, "cache", None) or out.past_key_values, out.logits[:, -1]
+
+
+def _cache_arg(net: Any) -> str:
+    """The keyword of the key/value cache: ``cache`` (transformers >= 5.2x) or ``past_key_values``."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(net.forward).parameters else "past_key_values"
+
+
+def _cache_tensors(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    if hasattr(cache, "layers"):  # transformers >= 4.56
+        return [(layer.keys, layer.values) for layer in cache.layers]
+    return list(zip(cache.key_cache, cache.value_cache))  # pragma: no cover - older transformers
+
+
+def select_cache(cache: Any, rows: torch.Tensor, *, length: int | None = None, detach: bool = False) -> Any:
+    """A new cache holding rows ``rows`` (a ``[M]`` index, repeats allowed) of ``cache``, optionally only
+    its first ``length`` positions and detached from the graph; ``cache`` itself is left unchanged."""
+    from transformers import DynamicCache
+
+    data = []
+    for k, v in _cache_tensors(cache):
+        if length is not None:
+            k, v = k[:, :, :length], v[:, :, :length]
+        k, v = k.index_select(0, rows), v.index_select(0, rows)
+        data.append((k.detach(), v.detach()) if detach else (k, v))
+    try:
+        return DynamicCache(ddp_cache_data=data)
+    except TypeError:  # pragma: no cover - older transformers
+        return DynamicCache.from_legacy_cache(tuple(data))
+
+
+def continuation_logprobs(net: Any, cache: Any, prompt_mask: torch.Tensor, last_logits: torch.Tensor,
+                          rows: torch.Tensor, targets: torch.Tensor,
+                          target_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sequence log-probabilities of continuations of cached prompts, in one batched forward pass.
+
+    Equal to :func:`sequence_logprobs` over ``[prompt | target]`` rows, but the prompt positions come
+    from ``cache`` (:func:`prompt_cache`), so only the ``T`` target positions are computed.
+
+    Args:
+        net: the causal LM that made ``cache``. cache: over ``[B, P]`` prompts.
+        prompt_mask: ``[B, P]`` their attention mask (left padding). last_logits: ``[B, V]`` from
+            :func:`prompt_cache`. rows: ``[M]`` the prompt of each target row.
+        targets: ``[M, T]`` token ids (right-padded). target_mask: ``[M, T]`` bool, True on the tokens
+            that count (also the attention mask of the targets).
+
+    Returns:
+        ``(sum, count)``: ``[M]`` summed natural-log probabilities of the counted target tokens, and
+        ``[M]`` their number.
+    """
+    p, t = prompt_mask.shape[1], targets.shape[1]
+    kv = select_cache(cache, rows)
+    attn = torch.cat([prompt_mask.index_select(0, rows), target_mask.to(prompt_mask.dtype)], dim=1)
+    position_ids = (attn.long().cumsum(-1) - 1).clamp(min=0)[:, p:]
+    cache_position = torch.arange(p, p + t, device=targets.device)
+    logits = net(input_ids=targets, attention_mask=attn, position_ids=position_ids, cache_position=cache_position,
+                 use_cache=True, **{_cache_arg(net): kv}).logits
+    # position P-1 (the prompt's last) predicts target 0; target position j predicts target j + 1
+    logits = torch.cat([last_logits.index_select(0, rows).unsqueeze(1), logits[:, :-1]], dim=1).float()
+    lp = -torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
+    m = target_mask.to(lp.dtype)
+    return (lp * m).sum(-1), m.sum(-1)
+
+
+def sample_continuations(net: Any, tokenizer: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                         num_samples: int, *, cache: Any = None, **decoding: Any) -> torch.Tensor:
+    """``num_samples`` generations per left-padded prompt, the prompt encoded once (not once per sample).
+
+    The prompts' cache (``cache`` from :func:`prompt_cache`, else computed here without gradients) is
+    cut to ``P - 1`` positions and repeated ``num_samples`` times; ``generate`` then starts from the
+    last prompt token. Row ``b * num_samples + s`` is sample ``s`` of prompt ``b``, as with
+    ``num_return_sequences``.
+
+    Returns:
+        ``[B * num_samples, P + new]`` token ids (prompt then generation), like ``generate``.
+    """
+    p = input_ids.shape[1]
+    rows = torch.arange(input_ids.shape[0], device=input_ids.device).repeat_interleave(num_samples)
+    with torch.no_grad():
+        if cache is None:
+            cache, _ = prompt_cache(net, input_ids, attention_mask)
+        kv = select_cache(cache, rows, length=p - 1, detach=True)
+        return net.generate(input_ids=input_ids.index_select(0, rows), attention_mask=attention_mask.index_select(0, rows),
+                            num_return_sequences=1, pad_token_id=tokenizer.pad_token_id, **{_cache_arg(net): kv},
+                            **decoding)
 
 
 def completion_mask(tokens: torch.Tensor, eos_ids: Sequence[int]) -> torch.Tensor:
@@ -323,11 +433,14 @@ def generate_texts(net: Any, tokenizer: Any, sources: Sequence[str], *, task: st
         prompts = [render_prompt(tokenizer, task, s, max_source_tokens) for s in chunk]
         enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(net.device)
         torch.manual_seed(seed + start)
+        decoding = dict(do_sample=sample, top_k=top_k if sample else None, temperature=temperature if sample else None,
+                        top_p=None, max_new_tokens=max_new_tokens)
         with torch.inference_mode():
-            gen = net.generate(**enc, do_sample=sample, top_k=top_k if sample else None,
-                               temperature=temperature if sample else None, top_p=None,
-                               num_return_sequences=num_samples, max_new_tokens=max_new_tokens,
-                               pad_token_id=tokenizer.pad_token_id)
+            if num_samples > 1:  # the prompt encoded once, its cache repeated for the samples
+                gen = sample_continuations(net, tokenizer, enc["input_ids"], enc["attention_mask"], num_samples,
+                                           **decoding)
+            else:
+                gen = net.generate(**enc, **decoding, pad_token_id=tokenizer.pad_token_id)
         texts = tokenizer.batch_decode(gen[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
         for b in range(len(chunk)):
             out.append([t.strip() for t in texts[b * num_samples:(b + 1) * num_samples]])
@@ -390,18 +503,18 @@ def _lightning_module_class():
             enc = tok([self.prompts[i] for i in idx], return_tensors="pt", padding=True,
                       add_special_tokens=False).to(self.device)
             p_len = enc["input_ids"].shape[1]
-            # stage 1: sample without gradients (eval mode: no dropout while sampling)
+            # the prompts once per source, with gradients: their cache serves the samples and the references
+            cache, last = prompt_cache(net, enc["input_ids"], enc["attention_mask"])
+            # stage 1: sample without gradients (eval mode: no dropout while sampling), from the detached cache
             was_training = net.training
             net.eval()
             torch.manual_seed(_step_rng(cfg.seed, micro))
-            with torch.no_grad():
-                gen = net.generate(**enc, do_sample=True, top_k=cfg.top_k, top_p=None, temperature=cfg.temperature,
-                                   num_return_sequences=cfg.num_samples, max_new_tokens=cfg.max_new_tokens,
-                                   pad_token_id=tok.pad_token_id)
+            gen = sample_continuations(net, tok, enc["input_ids"], enc["attention_mask"], cfg.num_samples,
+                                       cache=cache, do_sample=True, top_k=cfg.top_k, top_p=None,
+                                       temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens)
             net.train(was_training)
             comp = gen[:, p_len:]
             cmask = completion_mask(comp, self.eos)
-            attn = torch.cat([enc["attention_mask"].repeat_interleave(cfg.num_samples, 0), cmask.long()], dim=1)
             texts = tok.batch_decode(comp.masked_fill(~cmask, tok.pad_token_id), skip_special_tokens=True)
             recs = []
             for k, text in enumerate(texts):
@@ -411,11 +524,12 @@ def _lightning_module_class():
             raw = self.reward(recs)
             r = torch.tensor([math.nan if v is None else v for v in raw], dtype=torch.float32).view(len(srcs), -1)
             r = _fill_missing(r) * cfg.reward_scale
-            # stage 2: sequence log-probabilities with gradients, one batched forward pass
-            lp_sum, _ = sequence_logprobs(net, gen, attn, p_len, cmask)
+            # stage 2: sequence log-probabilities with gradients, one batched forward pass over the samples
+            rows = torch.arange(len(srcs), device=self.device).repeat_interleave(cfg.num_samples)
+            lp_sum, _ = continuation_logprobs(net, cache, enc["attention_mask"], last, rows, comp, cmask)
             lp = lp_sum.view(len(srcs), cfg.num_samples)
             l_mrt = mrt_loss(lp, r.to(lp.device), cfg.alpha)
-            l_mle = self._mle(srcs, enc, p_len) if cfg.lam < 1 else None
+            l_mle = self._mle(srcs, enc, cache, last) if cfg.lam < 1 else None
             loss = mixed_loss(l_mrt, l_mle, cfg.lam)
             q = q_distribution(lp.detach(), cfg.alpha)
             row = {"step": self.global_step, "epoch": self.current_epoch, "loss": float(loss.detach()),
@@ -431,7 +545,7 @@ def _lightning_module_class():
                 self.log("mle", row["mle_loss"], prog_bar=True)
             return loss
 
-        def _mle(self, srcs: list[dict], enc: Any, p_len: int) -> torch.Tensor | None:
+        def _mle(self, srcs: list[dict], enc: Any, cache: Any, last: torch.Tensor) -> torch.Tensor | None:
             from csem.data.records import references_of
 
             refs = [(b, references_of(s)) for b, s in enumerate(srcs)]
@@ -445,9 +559,8 @@ def _lightning_module_class():
                       max_length=self.cfg.max_target_tokens, add_special_tokens=False).to(self.device)
             tok.padding_side = "left"
             rows = torch.tensor([b for b, _ in refs], device=self.device)
-            ids = torch.cat([enc["input_ids"][rows], tgt["input_ids"]], dim=1)
-            attn = torch.cat([enc["attention_mask"][rows], tgt["attention_mask"]], dim=1)
-            lp_sum, n = sequence_logprobs(self.net, ids, attn, p_len, tgt["attention_mask"].bool())
+            lp_sum, n = continuation_logprobs(self.net, cache, enc["attention_mask"], last, rows, tgt["input_ids"],
+                                              tgt["attention_mask"].bool())
             return -(lp_sum.sum() / n.sum().clamp_min(1))
 
         def _write(self, row: dict) -> None:

@@ -86,7 +86,7 @@ def judge(
     group_by: str = typer.Option("system_id", "--group-by", help="column naming the candidate set (pivot columns)"),
     judge_opt: Optional[list[str]] = typer.Option(None, "--judge-opt", help="backend option KEY=VALUE (repeatable), "
                                                   "e.g. base_url=..., concurrency=8, n_ctx=8192"),
-    list_rubrics_: bool = typer.Option(False, "--list-rubrics", help="list the built-in rubrics and exit"),
+    list_rubrics_: bool = typer.Option(False, "--list-rubrics", help="list the built-in rubrics (rating and pairwise) and exit"),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="progress bar with ETA on stderr"),
 ) -> None:
     """Judge every record with every rubric aspect; write judge.<aspect> columns; print the pivot table."""
@@ -99,15 +99,22 @@ def judge(
     if list_rubrics_:
         from rich.table import Table
 
-        t = Table(title="built-in rubrics")
+        from csem.rubrics.pairwise import list_pairwise_rubrics, load_pairwise_rubric
+
+        t = Table(title="built-in rubrics (rating: csem judge / csem annotate; pairwise: csem annotate --compare)")
         t.add_column("id", no_wrap=True)
-        for c in ("aspects", "scale", "source", "reference"):
+        for c in ("kind", "aspects", "scale", "source", "reference"):
             t.add_column(c, overflow="fold")
+        yes = {True: "yes", False: "no"}
         for rid in list_rubrics():
             r = load_rubric(rid)
-            t.add_row(rid, ",".join(r.aspect_names), f"{r.scale.min}-{r.scale.max}{r.unit}",
-                      "yes" if r.uses_source else "no", "yes" if r.uses_reference else "no")
-        console.print(t)
+            t.add_row(rid, "rating", ",".join(r.aspect_names), f"{r.scale.min}-{r.scale.max}{r.unit}",
+                      yes[r.uses_source], yes[r.uses_reference])
+        for rid in list_pairwise_rubrics():
+            pr = load_pairwise_rubric(rid)
+            t.add_row(rid, "pairwise", pr.aspect, " or ".join(pr.choices), yes[pr.uses_source], yes[pr.uses_reference])
+        # piped or captured: whole rows, one line each (rich would fold them at 80 columns)
+        (console if console.is_terminal else Console(width=160)).print(t)
         raise typer.Exit(0)
     if data is None:
         raise fail("--data is required (or use --list-rubrics)")

@@ -85,6 +85,8 @@ class ModelConfig(BaseModel):
         overlap_features: append lexical overlap features to the head's input (novel n-gram
             shares of the candidate against the source and/or reference, self-repetition, length;
             :func:`csem.model.features.overlap_features`): what pooled embeddings cannot count.
+            Default on (cross-validated on SummEval: 0.406 vs 0.347 held-out Spearman with the
+            GPT-4 labels); folders saved before the option existed load with it off.
         labels: the aspects and their scales.
     """
 

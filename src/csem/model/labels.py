@@ -28,6 +28,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from csem.data.columns import parse_column
+
 NORMALISATIONS = ("none", "zscore", "rank")
 COMBINATIONS = ("mean", "heads")
 
@@ -56,16 +58,28 @@ def parse_label_spec(spec: str | Sequence[str]) -> list[list[str]]:
     return groups
 
 
+def judge_column(col: str, judge: str | None) -> str:
+    """``col`` tagged with ``judge`` through the column grammar (:mod:`csem.data.columns`):
+    ``judge.coherence`` + ``gpt-4`` -> ``judge.coherence@gpt-4``; ``judge=None`` drops the tag
+    (``judge.coherence@gpt-4`` -> ``judge.coherence``); a tagged column keeps its tag before the
+    judge's (``judge.coherence@x`` + ``y`` -> ``judge.coherence@x@y``). A column outside the grammar
+    (``rating``) has no tag: it is its own name, with ``@<judge>`` appended."""
+    c = parse_column(col)
+    if c is not None and c.is_score:
+        return str(c.with_tag(None if judge is None else f"{c.tag}@{judge}" if c.tag else judge))
+    return col if judge is None else f"{col}@{judge}"
+
+
 def combined_name(cols: Sequence[str]) -> str:
-    """Name of the combined column of one aspect: the judges' common part before ``@``
+    """Name of the combined column of one aspect: the judges' common column without its ``@`` tag
     (``judge.coherence@gpt-4`` + ``judge.coherence@chatgpt`` -> ``judge.coherence``), else the
-    first column with ``@mean``."""
-    bases = {c.split("@", 1)[0] for c in cols}
+    first column tagged ``@mean``."""
+    bases = {judge_column(c, None) for c in cols}
     if len(bases) == 1 and len(cols) > 1:
         return bases.pop()
     if len(cols) == 1:
         return cols[0]
-    return cols[0].split("@", 1)[0] + "@mean"
+    return judge_column(judge_column(cols[0], None), "mean")
 
 
 def _key(r: Mapping[str, Any]) -> tuple:
@@ -112,8 +126,8 @@ def pivot_long(records: Sequence[Mapping[str, Any]], judge_col: str, label_cols:
             row = rows[k] = {c: v for c, v in r.items() if c not in label_cols and c != judge_col}
         for col in label_cols:
             if r.get(col) is not None:
-                row[f"{col}@{name}"] = r[col]
-    groups = [[f"{col}@{j}" for j in judges] for col in label_cols]
+                row[judge_column(col, name)] = r[col]
+    groups = [[judge_column(col, j) for j in judges] for col in label_cols]
     return list(rows.values()), groups, judges
 
 

@@ -16,15 +16,15 @@ than ``batch_size``). Scores are then relative (the loss fixes differences, not 
 
 from __future__ import annotations
 
-import math
 from typing import Any, Mapping, Sequence
 
 import torch
 from torch import Tensor
 
+from csem.data.columns import score_columns
 from csem.model.config import LabelSpec
 from csem.model.losses import preference_loss
-from csem.model.validation import TrainingDataError, aspect_name
+from csem.model.validation import TrainingDataError, aspect_name, label_value
 
 _TEXT_FIELDS = ("source", "reference", "doc_id")
 
@@ -121,8 +121,7 @@ def pairs_to_training(pair_rows: Sequence[Mapping[str, Any]], label_cols: Sequen
                                 "`csem annotate --compare`")
     missing = [c for c in cols if c not in present]
     if missing:
-        score_cols = sorted(c for c in present if c.startswith(("human.", "judge.", "metric.")) and
-                            not c.endswith((".missing", ".raw", ".mass")))
+        score_cols = sorted(score_columns(pair_rows))
         raise TrainingDataError(f"{where}: preference column(s) {missing} not found; present: {score_cols}")
     records: dict[str, dict] = {}
     pairs: list[tuple[str, str, int, float]] = []
@@ -146,14 +145,8 @@ def pairs_to_training(pair_rows: Sequence[Mapping[str, Any]], label_cols: Sequen
         if ids[0] == ids[1]:
             raise TrainingDataError(f"{where}: row '{rid}' compares candidate '{ids[0]}' with itself")
         for k, col in enumerate(cols):
-            v = r.get(col)
-            if v is None:
-                continue
-            try:
-                p = float(v)
-            except (TypeError, ValueError):
-                raise TrainingDataError(f"{where}: row '{rid}', column '{col}': {v!r} is not a number") from None
-            if math.isnan(p):
+            p = label_value(r.get(col), f"{where}: row '{rid}', column '{col}'")
+            if p is None:
                 continue
             if not 0.0 <= p <= 1.0:
                 raise TrainingDataError(f"{where}: row '{rid}', column '{col}': preference {p} outside [0, 1] "

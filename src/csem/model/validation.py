@@ -44,6 +44,25 @@ def aspect_name(column: str, columns: Sequence[str]) -> str:
     return column.replace(".", "_") if clash else short
 
 
+def label_value(v: Any, where: str) -> float | None:
+    """A label as a float; None when absent (None or NaN: the row teaches nothing for that column).
+
+    Raises:
+        TrainingDataError: ``"<where>: label 'x' is not a number"`` or ``... is infinite``.
+    """
+    if v is None:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise TrainingDataError(f"{where}: label {v!r} is not a number") from None
+    if math.isnan(f):
+        return None
+    if math.isinf(f):
+        raise TrainingDataError(f"{where}: label {v!r} is infinite")
+    return f
+
+
 def label_counts(records: Sequence[Mapping[str, Any]], label_cols: Sequence[str]) -> dict:
     """How many rows carry a label: ``{"rows": n, "labelled": {column: k}, "unlabelled_rows": m}``
     where ``m`` counts rows with no label in any column (they teach nothing and are skipped).
@@ -128,18 +147,9 @@ def check_training_data(
     for col in label_cols:
         vals = []
         for r in records:
-            v = r.get(col)
-            if v is None:
-                continue
-            try:
-                f = float(v)
-            except (TypeError, ValueError):
-                raise TrainingDataError(f"{where}: record '{r.get('id')}', column '{col}': label {v!r} is not a number") from None
-            if math.isnan(f):
-                continue
-            if math.isinf(f):
-                raise TrainingDataError(f"{where}: record '{r.get('id')}', column '{col}': label {v!r} is infinite")
-            vals.append((f, r.get("id")))
+            f = label_value(r.get(col), f"{where}: record '{r.get('id')}', column '{col}'")
+            if f is not None:
+                vals.append((f, r.get("id")))
         if len(vals) < min_rows:
             raise TrainingDataError(f"{where}: column '{col}' has {len(vals)} labelled rows, fewer than the "
                                     f"minimum of {min_rows}")

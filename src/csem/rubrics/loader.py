@@ -7,11 +7,13 @@ Built-in ids are the file paths relative to ``builtin/`` without the suffix:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from csem.rubrics.model import Rubric
+
+M = TypeVar("M", bound=BaseModel)
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
 
@@ -69,11 +71,16 @@ def load_rubric_file(path: str | Path) -> Rubric:
         raise RubricError(f"{path}: no such rubric file")
     data = _read_mapping(path)
     data.setdefault("id", path.stem)
+    return _validated(Rubric, data, path, "rubric")
+
+
+def _validated(cls: type[M], data: dict[str, Any], path: Path, what: str) -> M:
+    """``cls.model_validate(data)``; a failure is one :class:`RubricError` naming the file and each field."""
     try:
-        return Rubric.model_validate(data)
+        return cls.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '<rubric>'}: {e['msg']}" for e in exc.errors())
-        raise RubricError(f"{path}: invalid rubric: {problems}") from exc
+        raise RubricError(f"{path}: invalid {what}: {problems}") from exc
 
 
 def _builtin_files() -> dict[str, Path]:
@@ -104,6 +111,9 @@ def load_rubric(id_or_path: str | Path) -> Rubric:
     p = Path(key).expanduser()
     if p.suffix.lower() in (".yaml", ".yml", ".toml") or p.exists():
         return load_rubric_file(p)
+    if key.startswith("pairwise/"):
+        raise RubricError(f"'{key}' is a pairwise (comparison) rubric: use it with `csem annotate --compare` "
+                          "(rating rubrics and pairwise ones: `csem judge --list-rubrics`)")
     tail = key.split("/")[-1]
     close = [k for k in files if tail and tail in k][:8]
     hint = f"; did you mean {', '.join(close)}?" if close else "; see `csem judge --list-rubrics`"

@@ -21,21 +21,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal, Mapping
+from typing import Any, ClassVar, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-DEFAULT_TEMPLATE = """\
+# Prompt parts shared by the rating template here and the comparison template of
+# :mod:`csem.rubrics.pairwise` (one text, so the two stay alike).
+PROMPT_HEAD = """\
 {{ intro }}
 
 Please make sure you read and understand these instructions carefully. Please keep this document open while reviewing, and refer to it as needed.
 
 Evaluation Criteria:
 
-{% for c in criteria %}
-{{ c.title }} ({{ min }}-{{ max }}{{ unit }}) - {{ c.criteria }}
+"""
 
-{% endfor %}
+PROMPT_INPUTS = """\
 Evaluation Steps:
 
 {{ steps }}
@@ -54,6 +55,14 @@ Example:
 {{ reference }}
 
 {% endif %}
+"""
+
+DEFAULT_TEMPLATE = PROMPT_HEAD + """\
+{% for c in criteria %}
+{{ c.title }} ({{ min }}-{{ max }}{{ unit }}) - {{ c.criteria }}
+
+{% endfor %}
+""" + PROMPT_INPUTS + """\
 {{ candidate_label }}:
 
 {{ candidate }}
@@ -107,7 +116,81 @@ class Criterion(BaseModel):
         return self
 
 
-class Rubric(BaseModel):
+class RubricBase(BaseModel):
+    """What rating (:class:`Rubric`) and comparison (:class:`csem.rubrics.pairwise.PairwiseRubric`)
+    rubrics share, validated in one place: identity, the inputs shown and their labels, the template
+    check (valid Jinja2 showing :attr:`template_needs`), the fingerprint, and reading a record's texts
+    for a prompt (a missing input or a NUL byte is an error naming the rubric, record id and field).
+
+    Subclasses declare ``intro``, ``system`` and ``template`` with their own defaults.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    #: template variables a template of this kind must show
+    template_needs: ClassVar[tuple[str, ...]] = ("candidate",)
+
+    id: str = Field(min_length=1)
+    name: str = ""
+    task: str = "summ"
+    version: str = "1"
+    description: str = ""
+    uses_source: bool = True
+    uses_reference: bool = False
+    source_label: str = "Source Text"
+    reference_label: str = "Reference"
+    candidate_label: str = "Summary"
+
+    @field_validator("template", check_fields=False)
+    @classmethod
+    def _template_parses(cls, v: str) -> str:
+        from jinja2 import TemplateSyntaxError, meta
+
+        try:
+            names = meta.find_undeclared_variables(_env().parse(v))
+        except TemplateSyntaxError as exc:
+            raise ValueError(f"template is not valid Jinja2 (line {exc.lineno}): {exc.message}") from exc
+        lacking = [n for n in cls.template_needs if n not in names]
+        if lacking:
+            raise ValueError("template never shows " + " nor ".join(f"'{{{{ {n} }}}}'" for n in lacking))
+        return v
+
+    @property
+    def fingerprint(self) -> str:
+        """sha256 (16 hex) of the rubric's full content: changes whenever the prompt can change."""
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def _need(self, record: Mapping[str, Any], field: str) -> Any:
+        """``record[field]`` for a prompt. Raises KeyError (absent or empty) or ValueError (a NUL byte)."""
+        rid = record.get("id", "?")
+        v = record.get(field)
+        if v is None or (isinstance(v, str) and not v.strip()) or (isinstance(v, list) and not v):
+            raise KeyError(f"rubric {self.id} needs '{field}' but record {rid} has none")
+        if any("\x00" in t for t in ([v] if isinstance(v, str) else v if isinstance(v, list) else [])
+               if isinstance(t, str)):  # never passed into a prompt silently (read_records refuses it too)
+            raise ValueError(f"record {rid}: '{field}' contains a NUL byte; remove it before judging")
+        return v
+
+    def _inputs(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        """The template variables of the inputs: ``source`` and ``reference`` (several references
+        numbered one a line) where the rubric uses them, else None, and the input flags and labels."""
+        source = self._need(record, "source") if self.uses_source else None
+        reference = None
+        if self.uses_reference:
+            ref = self._need(record, "reference")
+            refs = [ref] if isinstance(ref, str) else list(ref)
+            reference = refs[0] if len(refs) == 1 else "\n".join(f"{i}. {r}" for i, r in enumerate(refs, 1))
+        return {"source": source, "reference": reference,
+                "uses_source": self.uses_source, "uses_reference": self.uses_reference,
+                "source_label": self.source_label, "reference_label": self.reference_label,
+                "candidate_label": self.candidate_label}
+
+    def _messages(self, text: str) -> list[dict[str, str]]:
+        system = getattr(self, "system", None)
+        return ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": text}]
+
+
+class Rubric(RubricBase):
     """A judging rubric (one aspect, or several for a multi-aspect rubric).
 
     Attributes:
@@ -128,42 +211,16 @@ class Rubric(BaseModel):
         version: bumped whenever the prompt changes (it is part of every judgment's record).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    id: str = Field(min_length=1)
-    name: str = ""
-    task: str = "summ"
-    version: str = "1"
-    description: str = ""
     aspect: str | None = None
     criteria: str | None = None
     steps: list[str] = Field(default_factory=list)
     aspects: list[Criterion] = Field(default_factory=list)
     scale: Scale = Field(default_factory=Scale)
     unit: str = ""
-    uses_source: bool = True
-    uses_reference: bool = False
     intro: str = "You will be given one summary written for a news article.\n\nYour task is to rate the summary on one metric."
-    source_label: str = "Source Text"
-    reference_label: str = "Reference"
-    candidate_label: str = "Summary"
     system: str | None = DEFAULT_SYSTEM
     template: str = DEFAULT_TEMPLATE
     answer_format: Literal["text", "json"] = "text"
-
-    @field_validator("template")
-    @classmethod
-    def _template_parses(cls, v: str) -> str:
-        from jinja2 import TemplateSyntaxError
-
-        from jinja2 import meta
-
-        try:
-            ast = _env().parse(v)
-        except TemplateSyntaxError as exc:
-            raise ValueError(f"template is not valid Jinja2 (line {exc.lineno}): {exc.message}") from exc
-        if "candidate" not in meta.find_undeclared_variables(ast):
-            raise ValueError("template never shows '{{ candidate }}'")
-        return v
 
     @model_validator(mode="after")
     def _one_form(self) -> "Rubric":
@@ -197,12 +254,6 @@ class Rubric(BaseModel):
     def is_multi(self) -> bool:
         return bool(self.aspects)
 
-    @property
-    def fingerprint(self) -> str:
-        """sha256 (16 hex) of the rubric's full content: changes whenever the prompt can change."""
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()
-        return hashlib.sha256(blob).hexdigest()[:16]
-
     def render(self, record: Mapping[str, Any], aspect: str | None = None) -> list[dict[str, str]]:
         """Chat messages judging ``record`` on ``aspect`` (default: the rubric's only aspect).
 
@@ -230,41 +281,19 @@ class Rubric(BaseModel):
             if not found:
                 raise ValueError(f"rubric {self.id} has no aspect '{aspect}' (has {self.aspect_names})")
             target = found[0]
-        rid = record.get("id", "?")
-
-        def need(field: str) -> Any:
-            v = record.get(field)
-            if v is None or (isinstance(v, str) and not v.strip()) or (isinstance(v, list) and not v):
-                raise KeyError(f"rubric {self.id} needs '{field}' but record {rid} has none")
-            if any("\x00" in t for t in ([v] if isinstance(v, str) else v if isinstance(v, list) else [])
-                   if isinstance(t, str)):  # never passed into a prompt silently (read_records refuses it too)
-                raise ValueError(f"record {rid}: '{field}' contains a NUL byte; remove it before judging")
-            return v
-
-        candidate = need("candidate")
-        source = need("source") if self.uses_source else None
-        reference = None
-        if self.uses_reference:
-            ref = need("reference")
-            refs = [ref] if isinstance(ref, str) else list(ref)
-            reference = refs[0] if len(refs) == 1 else "\n".join(f"{i}. {r}" for i, r in enumerate(refs, 1))
+        candidate = self._need(record, "candidate")
+        inputs = self._inputs(record)
         if len(crits) == 1:
             steps = "\n".join(f"{i}. {s}" for i, s in enumerate(target.steps, 1))
         else:
             steps = "\n".join(f"{i}. {s}" for i, s in enumerate(self.steps, 1))
         text = _env().from_string(self.template).render(
-            intro=self.intro, criteria=crits, steps=steps, source=source, reference=reference,
-            candidate=candidate, aspect=target.title, min=self.scale.min, max=self.scale.max,
-            unit=self.unit, uses_source=self.uses_source, uses_reference=self.uses_reference,
-            source_label=self.source_label, reference_label=self.reference_label,
-            candidate_label=self.candidate_label,
-        )
+            intro=self.intro, criteria=crits, steps=steps, candidate=candidate, aspect=target.title,
+            min=self.scale.min, max=self.scale.max, unit=self.unit, **inputs)
         if self.answer_format == "json":
             text += (f'\n\nAnswer with a JSON object only: {{"score": <an integer from {self.scale.min} to '
                      f'{self.scale.max}>}}')
-        messages = [{"role": "system", "content": self.system}] if self.system else []
-        messages.append({"role": "user", "content": text})
-        return messages
+        return self._messages(text)
 
     def answer_schema(self) -> dict | None:
         """The JSON schema of an answer when ``answer_format`` is ``json`` (``{"score": integer in the
