@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from csem.data.jsonio import json_safe, write_json
 from csem.data.records import references_of
 from csem.model.config import ModelConfig, TrainConfig
 
@@ -32,16 +32,6 @@ def data_hash(records: Sequence[Mapping[str, Any]], label_cols: Sequence[str]) -
     for line in lines:
         h.update(line.encode("utf-8") + b"\n")
     return h.hexdigest()
-
-
-def _clean(x: Any) -> Any:
-    if isinstance(x, float) and math.isnan(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    return x
 
 
 def build_card(
@@ -79,7 +69,7 @@ def build_card(
     ]
     if not label_range_declared:
         limits.append("The label range was inferred from the training labels, not declared.")
-    return _clean({
+    return json_safe({
         "name": config.name,
         "csem_version": csem.__version__,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -152,5 +142,5 @@ def render_markdown(card: Mapping[str, Any]) -> str:
 def write_card(folder: Path, card: Mapping[str, Any]) -> None:
     """Write ``metric_card.json`` and ``metric_card.md`` into ``folder``."""
     folder = Path(folder)
-    (folder / "metric_card.json").write_text(json.dumps(card, indent=2, ensure_ascii=False), encoding="utf-8")
+    write_json(folder / "metric_card.json", card)
     (folder / "metric_card.md").write_text(render_markdown(card), encoding="utf-8")
