@@ -82,9 +82,11 @@ class ModelConfig(BaseModel):
             ``pairwise_weight`` times Eq. 3: on the label scale, and ranks the candidates of a
             source even when the judge's ratings of them differ only slightly).
         pairwise_weight: weight of the ranking term in ``mse+pairwise``.
-        overlap_features: append lexical overlap features to the head's input (novel n-gram
-            shares of the candidate against the source and/or reference, self-repetition, length;
-            :func:`csem.model.features.overlap_features`): what pooled embeddings cannot count.
+        overlap_features: lexical overlap features (novel n-gram shares of the candidate against
+            the source and/or reference, self-repetition, length;
+            :func:`csem.model.features.overlap_features`), what pooled embeddings cannot count,
+            enter each head twice: appended to its input and through a linear term added to its
+            output (wide & deep, Cheng et al. 2016).
             Default on (cross-validated on SummEval: 0.406 vs 0.347 held-out Spearman with the
             GPT-4 labels); folders saved before the option existed load with it off.
         labels: the aspects and their scales.

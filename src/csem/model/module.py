@@ -58,6 +58,11 @@ class EvaluationModule(L.LightningModule):
         self.heads = nn.ModuleDict({
             spec.aspect: FeedForward(fdim, config.hidden_sizes, k, config.activation, config.dropout)
             for spec in config.labels})
+        # overlap features also reach each head's output through a linear term (wide & deep, Cheng et
+        # al. 2016): the few lexical scalars are not drowned among thousands of embedding features
+        self.overlap_heads = nn.ModuleDict({
+            spec.aspect: nn.Linear(overlap_size(config.mode), k) for spec in config.labels
+        }) if config.overlap_features else None
         self._frozen = False
         self._cache: dict[str, Tensor] = {}
         self.split_layer = 0  # > 0 while training only the layers above it (see freeze_lower)
@@ -143,11 +148,13 @@ class EvaluationModule(L.LightningModule):
             h_x = emb[batch.src_idx] if batch.src_idx is not None else None
             h_r = emb[batch.ref_idx] if batch.ref_idx is not None else None
             feats = combine(self.config.mode, h_y, h_x, h_r)
-        if self.config.overlap_features:
-            if batch.overlap is None:
-                raise ValueError("this model uses overlap features, but the batch has none (BatchBuilder(overlap=True))")
-            feats = torch.cat([feats, batch.overlap.to(feats.dtype)], dim=-1)
-        return torch.stack([head(feats) for head in self.heads.values()], dim=1)
+        if not self.config.overlap_features:
+            return torch.stack([head(feats) for head in self.heads.values()], dim=1)
+        if batch.overlap is None:
+            raise ValueError("this model uses overlap features, but the batch has none (BatchBuilder(overlap=True))")
+        lex = batch.overlap.to(feats.dtype)
+        feats = torch.cat([feats, lex], dim=-1)
+        return torch.stack([head(feats) + self.overlap_heads[a](lex) for a, head in self.heads.items()], dim=1)
 
     def aggregate(self, out: Tensor, counts: list[int]) -> tuple[Tensor, Tensor | None]:
         """Per-record normalised scores ``[B, A]`` (and log-probabilities ``[B, A, K]`` for ``ce``).
@@ -232,6 +239,8 @@ class EvaluationModule(L.LightningModule):
             params = [{**g, "params": [p for p in g["params"] if p.requires_grad]} for g in params]
             params = [g for g in params if g["params"]]
         params.append({"params": list(self.heads.parameters()), "lr": tc.head_lr})
+        if self.overlap_heads is not None:
+            params.append({"params": list(self.overlap_heads.parameters()), "lr": tc.head_lr})
         return torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay)
 
     # ---- validation -------------------------------------------------------------------------
