@@ -141,8 +141,17 @@ def main() -> int:
         tc_over["frozen_epochs"] = args.epochs
     model_cfg = ModelConfig(name="student", mode="ref-free", **cfg_over)
     train_cfg = TrainConfig(num_threads=args.threads, seed=args.seed, **tc_over)
+    import subprocess
+
+    import csem
+
+    src = Path(csem.__file__).resolve().parents[1]
+    rev = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--", "."], capture_output=True, text=True)
     recipe = {"model": model_cfg.model_dump(mode="json", exclude={"labels"}),
-              "train": train_cfg.model_dump(mode="json", exclude={"num_threads", "progress"})}
+              "train": train_cfg.model_dump(mode="json", exclude={"num_threads", "progress"}),
+              "csem": (rev.stdout.strip() or "unknown") + (" + uncommitted changes" if dirty.stdout.strip() else ""),
+              "csem_path": str(src)}
 
     base = Path(args.data) if args.data else None
     recs: dict[str, dict] = {}
@@ -173,7 +182,7 @@ def main() -> int:
         f"{model_cfg.loss}, head {model_cfg.hidden_sizes}, lr {train_cfg.lr} / head lr {train_cfg.head_lr}, batch "
         f"{train_cfg.batch_size}, max_length {model_cfg.max_length}, overlap features {model_cfg.overlap_features}, "
         f"seed {train_cfg.seed}, no dev set (last epoch kept); 4 aspects as 4 heads over one encoder; trained on "
-        "all 50 training documents. Full configuration in the JSON (meta.recipe).",
+        f"all 50 training documents. csem {recipe['csem']}; full configuration in the JSON (meta.recipe).",
         "Paper (CSEM Sec. IV-C, SummEval, student Spearman): ChatGPT alone 0.442, ChatGPT + text-davinci-003 "
         "0.397 (raw labels).",
     ]
@@ -193,13 +202,11 @@ def main() -> int:
         out.with_suffix(".json").write_text(json.dumps(data, indent=2), encoding="utf-8")
         out.with_suffix(".md").write_text(render_md(data), encoding="utf-8")
 
-    lower_cache: dict = {}  # frozen lower layers' token states of the training texts, shared by all students
     plans = [(s, n, "mean") for s in SETS for n in ("none", "zscore", "rank")]
     plans += [("GPT-4 + ChatGPT + Llama-2-70B", n, "heads") for n in ("none", "zscore")]
-    for set_name, norm, combine in plans:
+    prepared = {}
+    for set_name, norm, combine in plans:  # teacher and system prior of every row first (seconds)
         judges = SETS[set_name]
-        if len(judges) == 1 and combine == "heads":
-            continue
         key = f"{set_name} | {norm} | {combine}"
         groups = [[f"judge.{a}@{j}" for j in judges] for a in ASPECTS]
         entry = {"set": set_name, "judges": [f"{JUDGES[j][0]} {JUDGES[j][1]}" for j in judges], "normalise": norm,
@@ -220,29 +227,48 @@ def main() -> int:
             for r in test_recs:
                 prior_rows.append(dict(r, **{f"prior.{a}": sys_mean[a].get(r["system_id"]) for a in ASPECTS}))
             entry["prior"] = summary_corr(prior_rows, lambda a: f"prior.{a}")
-        log(f"{key}: teacher {entry.get('teacher', {}).get('average')} prior {entry.get('prior', {}).get('average')}")
         if key in done_students:  # kept from an earlier run with the same recipe
             entry["student"] = done_students[key]
-        elif not args.no_students and set_name in STUDENT_SETS:
-            t0 = time.perf_counter()
-            model = train(tr.records, tr.label_cols, "ref-free", config=model_cfg.model_copy(deep=True),
-                          train_config=train_cfg, label_range=tr.label_range,
-                          lower_cache=lower_cache if train_cfg.train_layers else None)
-            train_s = time.perf_counter() - t0
-            scored = model.score_records(test_recs, name="student", batch_size=32)
-            if combine == "heads":
-                from csem.model.validation import aspect_name
-
-                ens = {a: [aspect_name(c, tr.label_cols) for c in tr.ensembles[f"judge.{a}"]] for a in ASPECTS}
-                scales = {s.aspect: (s.min, s.max) for s in model.config.labels}
-                scored = ensemble_scores(scored, ens, scales, "metric.student")
-                col = lambda a: f"metric.student.{a}"  # noqa: E731
-            else:
-                col = lambda a: f"metric.student.{model.config.labels[ASPECTS.index(a)].aspect}"  # noqa: E731
-            entry["student"] = summary_corr(scored, col)
-            entry["student"]["train_s"] = train_s
-            log(f"{key}: student {entry['student']['average']} ({train_s:.0f} s)")
+        log(f"{key}: teacher {entry.get('teacher', {}).get('average')} prior {entry.get('prior', {}).get('average')}")
         data["rows"][key] = entry
+        prepared[key] = tr
+    save()
+    if args.no_students:
+        todo = []
+    else:  # most telling first, so that a run cut short by a busy machine still answers the question
+        todo = [f"{s} | {n} | {c}" for s, n, c in (
+            ("GPT-4", "none", "mean"), ("GPT-4 + ChatGPT", "none", "mean"),
+            ("GPT-4 + ChatGPT + Llama-2-70B", "none", "mean"), ("GPT-4 + ChatGPT + Llama-2-70B", "zscore", "mean"),
+            ("GPT-4 + ChatGPT", "zscore", "mean"), ("GPT-4 + ChatGPT + Llama-2-70B", "none", "heads"),
+            ("GPT-4 + ChatGPT + Llama-2-70B", "rank", "mean"), ("GPT-4 + ChatGPT", "rank", "mean"),
+            ("GPT-4 + ChatGPT + Llama-2-70B", "zscore", "heads"), ("GPT-4", "zscore", "mean"),
+            ("GPT-4", "rank", "mean"))]
+        assert all(k in data["rows"] for k in todo) and {k.split(" | ")[0] for k in todo} == set(STUDENT_SETS)
+    lower_cache: dict = {}  # frozen lower layers' token states of the training texts, shared by all students
+    for key in todo:
+        entry, tr = data["rows"][key], prepared[key]
+        if entry.get("student"):
+            continue
+        combine = entry["combine"]
+        t0 = time.perf_counter()
+        model = train(tr.records, tr.label_cols, "ref-free", config=model_cfg.model_copy(deep=True),
+                      train_config=train_cfg, label_range=tr.label_range,
+                      lower_cache=lower_cache if train_cfg.train_layers else None)
+        train_s = time.perf_counter() - t0
+        scored = model.score_records(test_recs, name="student", batch_size=32)
+        if combine == "heads":
+            from csem.model.validation import aspect_name
+
+            ens = {a: [aspect_name(c, tr.label_cols) for c in tr.ensembles[f"judge.{a}"]] for a in ASPECTS}
+            scales = {s.aspect: (s.min, s.max) for s in model.config.labels}
+            scored = ensemble_scores(scored, ens, scales, "metric.student")
+            col = lambda a: f"metric.student.{a}"  # noqa: E731
+        else:
+            col = lambda a: f"metric.student.{model.config.labels[ASPECTS.index(a)].aspect}"  # noqa: E731
+        entry["student"] = summary_corr(scored, col)
+        entry["student"]["train_s"] = train_s
+        log(f"{key}: student {entry['student']['average']} ({train_s:.0f} s train, "
+            f"{time.perf_counter() - t0:.0f} s with scoring)")
         save()
     log(f"wrote {out.with_suffix('.md')}")
     print(out.with_suffix(".md").read_text())

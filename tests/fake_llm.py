@@ -9,7 +9,8 @@ marked ``slow``.
 * ``score_distribution``: a distribution over the asked scores peaked on ``peak(prompt)``, with
   90% of the mass on valid scores.
 * ``generate``: ``n`` answers ``"<score>. <words of the prompt>"`` (a parseable rating, and a
-  candidate-like text for collect), varied by the config's seed and the answer index.
+  candidate-like text for collect), varied by the config's seed and the answer index; to a
+  comparison prompt (a pairwise rubric's ``answer ONLY "A" or "B"`` form) one of the two labels.
 * ``fail_on``: a prompt containing this text raises :class:`csem.llm.BackendError` (a permanent
   failure unless ``transient``), to test partial runs; ``logprobs=False`` raises
   :class:`csem.llm.LogprobsUnsupported` from ``score_distribution``.
@@ -21,6 +22,7 @@ URI: ``fake:<name>`` once :func:`register` has run (the ``fake_llm`` fixture doe
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Sequence
 
 from csem.llm import BackendError, GenerateConfig, GenerationResult, LogprobsUnsupported, ScoreDistribution
@@ -73,9 +75,14 @@ class FakeLLM:
         text = self._text(messages)
         self._check(text)
         words = text.split() or ["empty"]
+        choice = re.search(r'answer ONLY "([^"]+)" or "([^"]+)"', text)  # a comparison prompt
         out = []
         for i in range(max(1, int(config.n or 1))):
             h = _h(text, config.seed, i)
+            if choice:
+                answer = choice.group(1 + h % 2)
+                out.append(GenerationResult(text=answer, tokens=1, prompt_tokens=len(words), finish_reason="stop"))
+                continue
             k = 3 + h % 6
             start = (h // 7) % len(words)
             body = " ".join(words[(start + j) % len(words)] for j in range(k))

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from csem.cli import app
-from csem.pipeline.runner import Pipeline
+from csem.pipeline.runner import Pipeline, StageIncomplete
 
 
 @app.command()
@@ -18,11 +18,22 @@ def run(
     pipeline: str = typer.Argument(..., help="pipeline YAML file, or package:NAME.yaml for a shipped example "
                                               "(summarization.yaml, translation.yaml, instruction-following.yaml)"),
     run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="run folder (default runs/<name>)"),
-    from_stage: Optional[str] = typer.Option(None, "--from", help="force this stage and the later ones: collect, annotate, train, score, meta-eval, seeds, report"),
+    from_stage: Optional[str] = typer.Option(None, "--from", help="force this stage and the later ones: collect, annotate, compare, train, score, meta-eval, seeds, report"),
 ) -> None:
-    """Run a CSEM pipeline; finished stages are skipped (content hash), a half-finished one resumes."""
+    """Run a CSEM pipeline; finished stages are skipped (content hash), a half-finished one resumes.
+    A judging stage with failed judgments stops the run (exit 3, or 1 when the judge answered nothing);
+    re-running the same command judges only what is missing."""
+    from csem.cli.judge import run_outcome
+
     p = Pipeline.from_file(pipeline, run_dir)
-    rows = p.run(from_stage=from_stage)
+    try:
+        rows = p.run(from_stage=from_stage)
+    except StageIncomplete as exc:
+        s = exc.summary
+        raise typer.Exit(run_outcome(total=s.get("total", s.get("calls", 0)), judged=s.get("judged", 0),
+                                     cached=s.get("cached", 0), failed=s["failed"], errors=s.get("errors") or [],
+                                     resume=f" (stage {exc.stage}; finished judgments are cached in "
+                                            f"{p.run_dir / 'judge_cache.sqlite'}; later stages did not run)"))
     t = Table(title=f"agreement on held-out sources ({p.run_dir})", caption="summary level: per source, averaged; "
               "dataset level: pooled; Kendall tau-b")
     for c in ("aspect", "scorer vs", "level", "Spearman", "Kendall", "Pearson", "sources", "pairs"):

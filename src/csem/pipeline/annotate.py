@@ -79,7 +79,7 @@ def annotate_file(candidates: str | Path, out: str | Path, *, rubrics: Sequence[
     return summary.as_dict()
 
 
-def compare_file(candidates: str | Path, out: str | Path, *, rubrics: Sequence[str], judge: str = "local",
+def compare_file(candidates: str | Path | Sequence[Mapping], out: str | Path, *, rubrics: Sequence[str], judge: str = "local",
                  mode: str = "probs", strategy: str = "all", per_source: int | None = None,
                  rating_col: str | None = None, seed: int = 0, cache: str | Path | None = None,
                  columns: Mapping[str, str] | None = None, progress: bool = True,
@@ -87,7 +87,8 @@ def compare_file(candidates: str | Path, out: str | Path, *, rubrics: Sequence[s
     """Comparison ranking (CSEM Sec. VI-F): judge pairs of candidates of each source, both orders.
 
     Args:
-        candidates: a candidate file (for ``adjacent`` pairs: with the rating column of a rating pass).
+        candidates: a candidate file (for ``adjacent`` pairs: with the rating column of a rating pass),
+            or the candidate records themselves.
         out: the preference file, one row per pair (:mod:`csem.judge.comparison`); ``csem train
             --pairs`` reads it. Several rubrics add one ``judge.<aspect>`` column each.
         rubrics: pairwise rubric ids or files (a CSEM rating rubric id such as
@@ -104,7 +105,7 @@ def compare_file(candidates: str | Path, out: str | Path, *, rubrics: Sequence[s
     from csem.rubrics.pairwise import load_pairwise_rubric
 
     out = Path(out)
-    recs = read_records(candidates, columns=columns)
+    recs = read_records(candidates, columns=columns) if isinstance(candidates, (str, Path)) else list(candidates)
     loaded = [load_pairwise_rubric(r) for r in rubrics]
     aspects = [r.aspect for r in loaded]
     if len(set(aspects)) != len(aspects):

@@ -2,7 +2,12 @@
 
 A pipeline chains the paper's three stages and the checks after them::
 
-    collect -> annotate -> train -> score -> meta-eval [-> seeds] -> report
+    collect -> annotate [-> compare] -> train -> score -> meta-eval [-> seeds] -> report
+
+With a ``compare`` section the judge also compares pairs of candidates of each training source
+(comparison ranking, CSEM Sec. VI-F) and the student learns from those pairs (Eq. 3) instead of
+from the ratings; the ratings of the annotate stage still choose ``adjacent`` pairs and are what
+the student is measured against on the held-out sources.
 
 Relative paths in the file are resolved against the file's folder; ``package:NAME`` names a file
 shipped in ``csem/pipeline/examples``.
@@ -19,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from csem.collect.sampler import GeneratorSpec
 from csem.llm import GenerateConfig
 
-STAGES = ("collect", "annotate", "train", "score", "meta_eval", "seeds", "report")
+STAGES = ("collect", "annotate", "compare", "train", "score", "meta_eval", "seeds", "report")
 EXAMPLES_DIR = Path(__file__).parent / "examples"
 
 
@@ -59,6 +64,36 @@ class AnnotateConfig(_Strict):
     mode: Literal["probs", "sample", "parse"] = "probs"
     n: int = Field(20, ge=1)
     temperature: float = Field(1.0, ge=0)
+    options: dict = Field(default_factory=dict)  # backend options (as --judge-opt): base_url, n_ctx, ...
+
+
+class CompareConfig(_Strict):
+    """Comparison annotation of the training sources' candidates (``csem annotate --compare``).
+
+    rubrics: pairwise rubric ids or files; default: the pairwise versions of ``annotate.rubrics``
+    (``csem/summ-coherence-ref-free`` names ``pairwise/summ-coherence-ref-free``). pairs: ``all``
+    pairs per source, ``random`` (``per_source`` pairs per source, seeded by ``seed``) or
+    ``adjacent`` (neighbours after sorting by ``rating_col``, default the annotate stage's judge
+    column when it wrote only one). mode: ``probs`` | ``parse``. judge, options: default the
+    annotate stage's.
+    """
+
+    rubrics: list[str] | None = Field(None, min_length=1)
+    pairs: Literal["all", "random", "adjacent"] = "all"
+    per_source: int | None = Field(None, ge=1)
+    rating_col: str | None = None
+    seed: int = 0
+    mode: Literal["probs", "parse"] = "probs"
+    judge: str | None = None
+    options: dict | None = None
+
+    @model_validator(mode="after")
+    def _pairs(self) -> "CompareConfig":
+        if self.pairs == "random" and self.per_source is None:
+            raise ValueError("compare.pairs 'random' needs compare.per_source (pairs per source)")
+        if self.pairs != "random" and self.per_source is not None:
+            raise ValueError(f"compare.per_source goes with pairs 'random', not '{self.pairs}'")
+        return self
 
 
 class TrainStageConfig(_Strict):
@@ -86,6 +121,7 @@ class PipelineConfig(_Strict):
     split: SplitConfig = Field(default_factory=SplitConfig)
     collect: CollectConfig
     annotate: AnnotateConfig
+    compare: CompareConfig | None = None  # comparison annotation: the student learns from judged pairs
     train: TrainStageConfig = Field(default_factory=TrainStageConfig)
     human_cols: list[str] = Field(default_factory=list)  # human.<aspect> columns in the sources, if any
 

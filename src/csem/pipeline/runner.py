@@ -8,6 +8,8 @@ stage         does                                           writes
 ============  =============================================  ===========================
 collect       sample candidates (CSEM stage i)               ``candidates.jsonl``
 annotate      judge them with the rubrics (stage ii)         ``labelled.jsonl``
+compare       only with ``compare``: the judge compares      ``pairs.jsonl``
+              pairs of candidates of each training source
 train         train the student on training sources (iii)    ``model/``
 score         score every candidate with the student         ``scored.jsonl``
 meta_eval     student vs judge (and humans) on held-out      ``meta.json``
@@ -22,8 +24,16 @@ the seeds stage trains one more student per listed seed on the same training sou
 writes every seed's agreement table and the mean, sd, min and max over seeds. Changing only the
 seeds re-runs only this stage and the report.
 
-A half-finished collect resumes from ``candidates.partial.jsonl``; a half-finished annotate
-resumes from the judge cache ``judge_cache.sqlite``; both keep every finished result.
+With ``compare`` (comparison ranking, CSEM Sec. VI-F) the train stage learns from the judged pairs
+of the training sources with the ranking loss (Eq. 3, :mod:`csem.model.preferences`; no dev set:
+the last epoch is kept), one head per pairwise rubric's aspect; score and meta_eval then measure
+that student against the annotate stage's ratings of the held-out sources (and the humans).
+
+A half-finished collect resumes from ``candidates.partial.jsonl``; a half-finished annotate or
+compare resumes from the judge cache ``judge_cache.sqlite``; both keep every finished result. A
+judging stage in which some judgments failed (backend errors) is not marked done: the run stops
+with :class:`StageIncomplete` (``csem run`` exits 3, or 1 when the judge answered nothing) and a
+re-run judges only what is missing.
 """
 
 from __future__ import annotations
@@ -37,13 +47,23 @@ from typing import Callable
 
 from rich.console import Console
 
-from csem.data.columns import score_columns
+from csem.data.columns import format_column, score_columns
 from csem.data.jsonio import write_json
 from csem.data.records import read_records, write_records
 from csem.pipeline.config import STAGES, PipelineConfig, load_pipeline, resolve_path
 from csem.pipeline.state import RunState, fingerprint
 
 console = Console(stderr=True)
+
+
+class StageIncomplete(RuntimeError):
+    """A judging stage finished with failed judgments; it is not marked done and later stages do not
+    run. ``stage`` names it, ``summary`` is its summary (``total``/``calls``, ``judged``, ``cached``,
+    ``failed``, ``errors``)."""
+
+    def __init__(self, stage: str, summary: dict):
+        self.stage, self.summary = stage, summary
+        super().__init__(f"{stage}: {summary.get('failed')} judgment(s) failed; the stage is not marked done")
 
 
 def split_sources(source_ids: list[str], cfg_split) -> dict[str, str]:
@@ -98,10 +118,21 @@ class Pipeline:
                 r["doc_id"] = r["id"]
         return recs[: self.cfg.sources.limit] if self.cfg.sources.limit else recs
 
-    def _rubrics(self) -> list[str]:
-        """Rubric ids as given; rubric files resolved against the pipeline file's folder."""
+    def _rubrics(self, rubrics: list[str] | None = None) -> list[str]:
+        """Rubric ids as given (default ``annotate.rubrics``); rubric files resolved against the
+        pipeline file's folder."""
         return [str(resolve_path(r, self.base)) if r.endswith((".yaml", ".yml", ".toml")) else r
-                for r in self.cfg.annotate.rubrics]
+                for r in (self.cfg.annotate.rubrics if rubrics is None else rubrics)]
+
+    def compare_rubrics(self) -> list[str]:
+        """The compare stage's pairwise rubrics (default: the pairwise versions of ``annotate.rubrics``)."""
+        c = self.cfg.compare
+        return self._rubrics(c.rubrics if c is not None and c.rubrics else None)
+
+    def compare_aspects(self) -> list[str]:
+        from csem.rubrics.pairwise import load_pairwise_rubric
+
+        return [load_pairwise_rubric(r).aspect for r in self.compare_rubrics()]
 
     def _stage(self, name: str, settings, upstream: list[str], inputs: list[Path], outputs: list[str],
                fn: Callable[[], dict], force: bool) -> None:
@@ -112,6 +143,8 @@ class Pipeline:
         console.print(f"[bold]{name}[/bold] ...")
         t0 = time.perf_counter()
         summary = fn()
+        if summary.get("failed"):  # issue 11: failed judgments never mark a stage done
+            raise StageIncomplete(name, summary)
         self.state.record(name, fp, outputs, summary, time.perf_counter() - t0)
 
     # -- stages ----------------------------------------------------------------------------------
@@ -141,12 +174,46 @@ class Pipeline:
         a = self.cfg.annotate
         return annotate_file(self.run_dir / "candidates.jsonl", self.run_dir / "labelled.jsonl",
                              rubrics=self._rubrics(), judge=a.judge, mode=a.mode, n=a.n, temperature=a.temperature,
-                             cache=self.run_dir / "judge_cache.sqlite", progress=self.progress)
+                             cache=self.run_dir / "judge_cache.sqlite", progress=self.progress,
+                             backend_options=a.options)
+
+    def compare(self) -> dict:
+        """Judge pairs of the candidates of each training source (``split`` = train) in both orders;
+        writes ``pairs.jsonl`` (:func:`csem.pipeline.annotate.compare_file`)."""
+        from csem.pipeline.annotate import compare_file
+
+        c, a = self.cfg.compare, self.cfg.annotate
+        recs, counts = self._with_split(read_records(self.run_dir / "labelled.jsonl"))
+        train_recs = [r for r in recs if r["split"] == "train"]
+        rating_col = c.rating_col
+        if c.pairs == "adjacent" and rating_col is None:
+            cols = score_columns(train_recs, ("judge",))
+            if len(cols) != 1:
+                raise ValueError(f"compare.pairs 'adjacent' needs compare.rating_col: the annotate stage wrote "
+                                 f"{len(cols)} judge columns ({', '.join(cols)})")
+            rating_col = cols[0]
+        summary = compare_file(train_recs, self.run_dir / "pairs.jsonl", rubrics=self.compare_rubrics(),
+                               judge=c.judge or a.judge, mode=c.mode, strategy=c.pairs, per_source=c.per_source,
+                               rating_col=rating_col, seed=c.seed, cache=self.run_dir / "judge_cache.sqlite",
+                               progress=self.progress, backend_options=a.options if c.options is None else c.options)
+        return {**summary, "train_sources": counts["train_sources"]}
 
     def label_cols(self) -> list[str]:
+        """The judge columns the student is trained on and measured against: ``train.label_cols``,
+        with ``compare`` the ratings of the pairwise rubrics' aspects, else every ``judge.<aspect>``
+        the annotate stage wrote."""
         if self.cfg.train.label_cols:
             return self.cfg.train.label_cols
         recs = read_records(self.run_dir / "labelled.jsonl")
+        if self.cfg.compare is not None:
+            cols = [format_column("judge", a) for a in self.compare_aspects()]
+            rated = set(score_columns(recs, ("judge",)))
+            lacking = [c for c in cols if c not in rated]
+            if lacking:
+                raise ValueError(f"compare: the annotate stage rated no {', '.join(lacking)}; the student learnt "
+                                 "from pairs is measured against the judge's ratings of its aspects (add their "
+                                 "rating rubrics to annotate.rubrics)")
+            return cols
         cols = sorted(score_columns(recs, ("judge",)))
         if not cols:
             raise ValueError("the annotate stage wrote no judge.<aspect> column to train on")
@@ -170,15 +237,25 @@ class Pipeline:
 
         t = self.cfg.train
         labels = self.label_cols()
+        config = ModelConfig(encoder=t.encoder, mode=t.mode, **t.model)
+        train_config = TrainConfig(**{"progress": self.progress, **t.options, **options})
+        notes = f"csem pipeline '{self.cfg.name}'"
+        if self.cfg.compare is not None:  # the judged pairs of the training sources (Eq. 3), no dev set
+            from csem.model.preferences import pairs_to_training
+
+            path = self.run_dir / "pairs.jsonl"
+            pair_cols = [format_column("judge", a) for a in self.compare_aspects()]
+            train_recs, prefs = pairs_to_training(read_records(path, required=()), pair_cols, where=str(path))
+            train(train_recs, pair_cols, mode=t.mode, out_dir=out_dir, config=config, train_config=train_config,
+                  preferences=prefs, judge=self.cfg.compare.judge or self.cfg.annotate.judge,
+                  rubric=", ".join(self.compare_rubrics()), notes=notes + f", {len(prefs)} judged pairs")
+            return train_recs, None, labels
         ranges = self.label_ranges()
         train_recs = [r for r in recs if r.get("split") == "train"]
         dev_recs = [r for r in recs if r.get("split") == "dev"] or None
-        train(train_recs, labels, mode=t.mode, out_dir=out_dir,
-              config=ModelConfig(encoder=t.encoder, mode=t.mode, **t.model),
-              train_config=TrainConfig(**{"progress": self.progress, **t.options, **options}), dev_records=dev_recs,
-              label_range={c: ranges[c] for c in labels if c in ranges} or None,
-              judge=self.cfg.annotate.judge, rubric=", ".join(self.cfg.annotate.rubrics),
-              notes=f"csem pipeline '{self.cfg.name}'")
+        train(train_recs, labels, mode=t.mode, out_dir=out_dir, config=config, train_config=train_config,
+              dev_records=dev_recs, label_range={c: ranges[c] for c in labels if c in ranges} or None,
+              judge=self.cfg.annotate.judge, rubric=", ".join(self.cfg.annotate.rubrics), notes=notes)
         return train_recs, dev_recs, labels
 
     def train(self) -> dict:
@@ -274,12 +351,20 @@ class Pipeline:
             ("collect", {"collect": self.collect_settings(), "sources": c.sources.model_dump(exclude={"path"})}, [],
              [self.sources_path],
              ["candidates.jsonl"], self.collect),
-            ("annotate", c.annotate.model_dump(), ["collect"],
+            # backend options enter the fingerprint only when given (runs from before they existed stay done)
+            ("annotate", c.annotate.model_dump(exclude=set() if c.annotate.options else {"options"}), ["collect"],
              [Path(r) for r in self._rubrics() if r.endswith((".yaml", ".yml", ".toml"))], ["labelled.jsonl"],
              self.annotate),
+        ]
+        if c.compare is not None:
+            plan.append(("compare", {"compare": c.compare.model_dump(), "rubrics": self.compare_rubrics(),
+                                     "judge": c.compare.judge or c.annotate.judge, "split": c.split.model_dump()},
+                         ["annotate"], [Path(r) for r in self.compare_rubrics() if r.endswith((".yaml", ".yml", ".toml"))],
+                         ["pairs.jsonl"], self.compare))
+        plan += [
             # train.seeds is the seeds stage's setting only: listing seeds never re-trains the main student
-            ("train", {"train": c.train.model_dump(exclude={"seeds"}), "split": c.split.model_dump()}, ["annotate"],
-             [], ["model"], self.train),
+            ("train", {"train": c.train.model_dump(exclude={"seeds"}), "split": c.split.model_dump()},
+             ["annotate", *(["compare"] if c.compare is not None else [])], [], ["model"], self.train),
             ("score", {}, ["train"], [], ["scored.jsonl"], self.score),
             ("meta_eval", {"human_cols": c.human_cols}, ["score"], [], ["meta.json"], self.meta_eval),
         ]
