@@ -230,3 +230,24 @@ def test_folder_without_overlap_field_loads_without_features(tiny_encoder, train
     before = [r.scores["quality"] for r in model.score(test_records[:6], precision="fp32")]
     after = [r.scores["quality"] for r in loaded.score(test_records[:6], precision="fp32")]
     assert max(abs(a - b) for a, b in zip(before, after)) < 1e-4
+
+
+def test_overlap_term_starts_at_least_squares(tiny_encoder, train_records):
+    """The linear overlap term starts at the least-squares fit of the normalised labels (numpy's)."""
+    import numpy as np
+
+    from csem.model import LabelSpec
+    from csem.model.batching import BatchBuilder
+    from csem.model.module import EvaluationModule
+
+    cfg = ModelConfig(name="o", encoder=str(tiny_encoder), labels=[LabelSpec(aspect="quality", column="judge.quality",
+                                                                             min=1, max=5)], **SMALL)
+    module = EvaluationModule(cfg)
+    batch = BatchBuilder(module.encoder, "ref-free", 40, cfg.labels, overlap=True)(train_records)
+    module.init_overlap_heads(batch, ridge=0.0)
+    x = np.hstack([batch.overlap.numpy(), np.ones((len(train_records), 1))])
+    y = np.array([(r["judge.quality"] - 1) / 4 for r in train_records])
+    w, *_ = np.linalg.lstsq(x, y, rcond=None)
+    lin = module.overlap_heads["quality"]
+    assert np.allclose(lin.weight.detach().numpy()[0], w[:-1], atol=1e-4)
+    assert abs(float(lin.bias) - w[-1]) < 1e-4

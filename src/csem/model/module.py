@@ -72,6 +72,34 @@ class EvaluationModule(L.LightningModule):
         self.history: list[dict] = []
         self._val_scores: dict[str, list[float]] = {}
 
+    @torch.no_grad()
+    def init_overlap_heads(self, batch: Batch, ridge: float = 1e-3) -> None:
+        """Start each aspect's linear overlap term at the ridge least-squares fit of the normalised
+        training labels on the overlap features (first reference of each record), so that training
+        begins where a linear model of the lexical features ends; the MLP then learns the residual.
+
+        Args:
+            batch: all training records as one :class:`Batch` (with ``overlap``, ``labels``, ``mask``).
+            ridge: L2 penalty on the weights (not the bias).
+
+        Does nothing without overlap features or with the ``ce`` loss (several outputs per aspect).
+        """
+        if self.overlap_heads is None or self.config.n_classes != 1 or batch.overlap is None:
+            return
+        first = torch.tensor([sum(batch.pair_counts[:i]) for i in range(len(batch.pair_counts))], dtype=torch.long)
+        x = torch.cat([batch.overlap[first].double(), torch.ones(len(first), 1, dtype=torch.float64)], dim=1)
+        penalty = torch.eye(x.shape[1], dtype=torch.float64) * ridge
+        penalty[-1, -1] = 0.0
+        for k, aspect in enumerate(self.heads):
+            m = batch.mask[:, k]
+            if int(m.sum()) < x.shape[1]:
+                continue
+            xm, y = x[m], batch.labels[m, k].double()
+            w = torch.linalg.solve(xm.T @ xm + penalty, xm.T @ y)
+            lin = self.overlap_heads[aspect]
+            lin.weight.copy_(w[:-1].to(lin.weight.dtype).unsqueeze(0))
+            lin.bias.fill_(float(w[-1]))
+
     # ---- encoding ---------------------------------------------------------------------------
     def freeze_encoder(self) -> None:
         """Freeze the encoder (no gradients, dropout off); embeddings are cached while frozen."""

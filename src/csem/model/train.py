@@ -144,6 +144,8 @@ def train(
                            chunk_size=max(8, tc.batch_size), architecture=config.architecture,
                            source_max_length=config.source_max_length,
                            overlap=config.overlap_features)
+    if config.overlap_features:  # the linear overlap term starts at the least-squares fit
+        module.init_overlap_heads(builder(recs))
     sampler = GroupedBatchSampler(recs, tc.batch_size, mode, shuffle=True, seed=tc.seed)
     loader = torch.utils.data.DataLoader(recs, batch_sampler=sampler, collate_fn=builder, num_workers=0)
     module.frozen_steps = int(math.ceil(tc.frozen_epochs * len(sampler)))
