@@ -19,6 +19,7 @@ Run (figures in results/apply_mrt.*):
 from __future__ import annotations
 
 import csv
+import shutil
 import time
 from pathlib import Path
 
@@ -39,7 +40,11 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=5e-5)
     ap.add_argument("--reward-scale", type=float, default=10.0)
     ap.add_argument("--max-new-tokens", type=int, default=48)
-    ap.add_argument("--max-source-tokens", type=int, default=256)
+    ap.add_argument("--max-source-tokens", type=int, default=384)
+    ap.add_argument("--speed-steps", type=int, default=2, help="steps per variant in the step-time comparison "
+                    "(prompt cache shared vs re-encoded per sample)")
+    ap.add_argument("--stages", default="speed,train", help="speed (step time, shared vs per-sample prompt), "
+                    "train (MRT vs MLE-only, then the held-out measures and RL+RR)")
     ap.add_argument("--rr-n", type=int, default=8, help="samples per held-out source for RL+RR")
     ap.add_argument("--judge", default="local", help="judge URI, or none to skip the judge")
     ap.add_argument("--rubrics", default="geval/summeval-coherence,geval/summeval-relevance")
@@ -71,6 +76,52 @@ def main() -> None:
         s["reference"] = s["reference"][0]  # MLE on one reference per source
     test_src = uniq(summeval(args.data_dir, docs=args.test_docs))
     runs = CACHE / "apply" / ("mrt_runs_quick" if args.quick else "mrt_runs")
+
+    # ---- step time: the prompt encoded once per source (its cache shared) vs once per sample, side by side
+    speed = []
+    stages = set(args.stages.split(","))
+    for share in ((True, False) if "speed" in stages else ()):
+        cfg = MRTConfig(lam=args.lam, alpha=args.alpha, num_samples=args.samples, max_steps=args.speed_steps,
+                        batch_size=args.batch_size, lr=args.lr, reward_scale=args.reward_scale,
+                        max_new_tokens=args.max_new_tokens, max_source_tokens=args.max_source_tokens,
+                        checkpoint_every=10_000, seed=args.seed, threads=args.threads, share_prompt=share)
+        out = runs / f"speed_{'shared' if share else 'per_sample'}"
+        res = train_mrt("smollm2", train_src, student, out, cfg, resume=False)
+        with open(res.log, encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+
+        def per_step(col):
+            return [float(r[col]) - (float(rows[i - 1][col]) if i else 0.0) for i, r in enumerate(rows)]
+
+        speed.append({"prompt": "encoded once per source, cache shared" if share else "re-encoded per sample",
+                      "steps": res.steps, "cpu_s_per_step": float(np.mean(per_step("cpu_seconds"))),
+                      "wall_s_per_step": float(np.mean(per_step("seconds"))), "cpu_s_steps": per_step("cpu_seconds"),
+                      "wall_s_steps": per_step("seconds"), "mle_loss": [float(r["mle_loss"]) for r in rows],
+                      "reward_mean": [float(r["reward_mean"]) for r in rows]})
+        log(f"speed, prompt {speed[-1]['prompt']}: CPU s per step {speed[-1]['cpu_s_steps']}, "
+            f"wall s per step {speed[-1]['wall_s_steps']}")
+        shutil.rmtree(out, ignore_errors=True)
+    speed_md = [
+        "## Step time: each prompt encoded once per step (its cache shared by the samples, the reference "
+        "and the sampling) vs re-encoded per sample; same settings and samples, side by side in one run "
+        f"({args.speed_steps} steps each, {args.threads} torch thread(s), {args.batch_size} sources x S = "
+        f"{args.samples} samples x {args.max_new_tokens} tokens, source cut to {args.max_source_tokens} tokens; "
+        "wall time depends on the machine's load, CPU time is this process's)", "",
+        markdown_table([{"prompt": r["prompt"], "cpu": fmt(r["cpu_s_per_step"], 1), "wall": fmt(r["wall_s_per_step"], 1),
+                         "steps": ", ".join(f"{c:.1f}" for c in r["cpu_s_steps"]),
+                         "mle": ", ".join(f"{c:.4f}" for c in r["mle_loss"])} for r in speed],
+                       ["prompt", "cpu", "wall", "steps", "mle"],
+                       headers=["prompt", "CPU s / step", "wall s / step", "CPU s of each step",
+                                "MLE loss of each step (same values: same computation)"]) if speed else "(not run)",
+        ""]
+    if "train" not in stages:
+        md = ["# MRT step time (bench_apply_mrt.py --stages speed)", "", f"Machine: {machine()}. Generator "
+              f"SmolLM2-135M-Instruct (fp32, CPU), reward: the student ({origin}).", ""] + speed_md
+        j, mdp = write_results(args.out, {"args": {k: str(v) for k, v in vars(args).items()}, "machine": machine(),
+                                          "student": origin, "step_time": speed}, md)
+        log(f"wrote {j} and {mdp}")
+        print("\n".join(md))
+        return
     results = {}
     logs = {}
     for name, lam in (("MRT + MLE", args.lam), ("MLE only", 0.0)):
@@ -175,7 +226,8 @@ def main() -> None:
                              "MLE loss first": fmt(avg(first, "mle_loss"), 3), "MLE loss last": fmt(avg(last, "mle_loss"), 3),
                              "length first": fmt(avg(first, "sample_length"), 1),
                              "length last": fmt(avg(last, "sample_length"), 1),
-                             "seconds": fmt(results[name]["seconds"], 0)})
+                             "seconds": fmt(results[name]["seconds"], 0),
+                             "cpu": fmt(avg(rows[-1:], "cpu_seconds"), 0)})
     plot = None
     try:
         import matplotlib
@@ -209,14 +261,17 @@ def main() -> None:
         f"generator, 95% paired bootstrap interval over sources, one-sided p ({args.bootstrap} resamples)", "",
         markdown_table(md_rows, ["generator", "student", "judge", "rouge1", "length"],
                        headers=["generator", "student (1-5)", "local judge (1-5)", "ROUGE-1 F", "words"]), "",
+    ] + speed_md + [
         "## Training log (first and last quarter of the steps)", "",
         markdown_table(log_rows, ["run", "steps", "reward first", "reward last", "MLE loss first", "MLE loss last",
-                                  "length first", "length last", "seconds"]), "",
+                                  "length first", "length last", "seconds", "cpu"],
+                       headers=["run", "steps", "reward first", "reward last", "MLE loss first", "MLE loss last",
+                                "length first", "length last", "wall s", "CPU s (training steps)"]), "",
         f"Times: held-out generation {t_gen:.0f} s, judge {t_judge:.0f} s, total {time.perf_counter() - t_all:.0f} s."
         + (f" Per-step curves: {plot.name}." if plot else ""),
     ]
     data = {"args": {k: str(v) for k, v in vars(args).items()}, "machine": machine(), "student": origin,
-            "runs": results, "held_out": table, "logs": logs,
+            "runs": results, "held_out": table, "logs": logs, "step_time": speed,
             "outputs": {n: {d: r["candidate"] for d, r in sel.items()} for n, sel in outputs.items()},
             "seconds": {"generation": t_gen, "judge": t_judge, "total": time.perf_counter() - t_all},
             "judge_summary": judge.last_summary.as_dict() if judge and judge.last_summary else None}

@@ -1,13 +1,14 @@
 """N-best reranking with the GPT-4-distilled student on held-out SummEval articles (issue 12).
 
 Metric: the student distilled from the published gpt-4-0314 ratings (Shen et al. 2023) of SummEval
-documents 0-49 (sorted doc_id), four heads (coherence, consistency, fluency, relevance), ref-free:
-the lead's ``/work/notes/student_gpt4`` when ``student_gpt4.READY`` exists (``--student``), else one
-trained here (frozen all-MiniLM-L6-v2, mse+pairwise, head-only).
+documents 0-49 (sorted doc_id), four heads (coherence, consistency, fluency, relevance), ref-free,
+trained here with csem's default recipe (``ModelConfig()`` / ``TrainConfig()``; cached under a hash of
+the recipe, so a changed default retrains), or the folder given by ``--student``.
 
 Sources: SummEval documents 50-99 (never seen by the student). N-best lists: by default the 16
 systems' summaries of each document (SummEval's outputs; ``--generator URI`` samples N top-k
-candidates plus a greedy output from a local model instead, through ``csem collect``). A dev slice
+candidates plus a greedy output from a local model instead: ``smollm2`` or ``hf:PATH`` through
+transformers, batched; another URI through ``csem collect``). A dev slice
 tunes the Eq. 8 weights (MERT, objective ROUGE-1 F against the 11 references, max) and picks the
 single head for Eq. 7 and the best single system; a disjoint test slice measures.
 
@@ -26,6 +27,7 @@ Run (the figures in results/apply_rerank.*):
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import time
@@ -35,33 +37,62 @@ import numpy as np
 from harness import CACHE, fmt, log, machine, markdown_table, parser, setup, summeval, summeval_llm_ratings, \
     write_results
 
-NOTES_STUDENT = Path("/work/notes/student_gpt4")
 HEADS = ("coherence", "consistency", "fluency", "relevance")
 
 
+def student_recipe() -> tuple[dict, dict, str]:
+    """csem's current default recipe (``ModelConfig()`` / ``TrainConfig()``) as dumps, with the last commit of
+    ``src/csem/model`` (the code of the recipe), and its short hash."""
+    from csem.model import ModelConfig, TrainConfig
+
+    mc = ModelConfig(name="student-gpt4").model_dump(mode="json")
+    tc = TrainConfig().model_dump(mode="json")
+    for k in ("num_threads", "progress"):  # how it runs, not what it learns
+        tc.pop(k, None)
+    # the model code too: the last commit under src/csem/model (and whether it has uncommitted changes)
+    import subprocess
+
+    import csem
+
+    model_src = Path(csem.__file__).resolve().parent / "model"
+    rev = subprocess.run(["git", "-C", str(model_src), "log", "-1", "--format=%h", "--", "."], capture_output=True,
+                         text=True).stdout.strip() or "unknown"
+    dirty = subprocess.run(["git", "-C", str(model_src), "status", "--porcelain", "--", "."], capture_output=True,
+                           text=True).stdout.strip()
+    tc["csem_model_code"] = rev + (" + uncommitted changes" if dirty else "")
+    key = hashlib.sha256(json.dumps([mc, tc, "summeval gpt-4 docs 0:50"], sort_keys=True).encode()).hexdigest()
+    return mc, tc, key[:12]
+
+
 def get_student(args) -> tuple[Path, str]:
-    """The student folder and where it came from."""
+    """The student folder and where it came from: ``--student``, else one trained here on the
+    GPT-4 ratings of SummEval documents 0-49 with csem's default recipe (cached under a key of the
+    recipe, so a changed default retrains)."""
     if args.student:
         return Path(args.student), f"given: {args.student}"
-    if (NOTES_STUDENT.parent / "student_gpt4.READY").exists() and NOTES_STUDENT.is_dir():
-        return NOTES_STUDENT, "the lead's best GPT-4 student (issue 13), /work/notes/student_gpt4"
-    out = CACHE / "apply" / "student_gpt4_quick"
-    if (out / "model.safetensors").exists():
-        return out, "trained by this benchmark (cached)"
     from csem.model import ModelConfig, TrainConfig, train
 
+    mc, tc, key = student_recipe()
+    out = CACHE / "apply" / f"student_gpt4_default_{key}"
+    short = (f"{mc['architecture']}, {mc['encoder']}, train_layers {tc['train_layers']}, {mc['loss']}, "
+             f"overlap features {mc.get('overlap_features')}, {tc['max_epochs']} epochs, batch {tc['batch_size']}, "
+             f"lr {tc['lr']}; model code {tc['csem_model_code']}")
+    origin = f"csem's default recipe (ModelConfig()/TrainConfig(): {short}; key {key}), GPT-4 ratings of docs 0-49"
+    if (out / "model.safetensors").exists():
+        return out, origin + " (cached)"
     recs = summeval_llm_ratings(args.data_dir, docs="0:50")
     cols = [f"judge.{a}" for a in HEADS]
     recs = [r for r in recs if all(r.get(c) is not None for c in cols)]
-    log(f"training a quick student on {len(recs)} GPT-4-rated summaries of documents 0-49")
+    log(f"training the student on {len(recs)} GPT-4-rated summaries of documents 0-49 with the default recipe "
+        f"({short})")
     t = time.perf_counter()
-    train(recs, cols, "ref-free", out_dir=out,
-          config=ModelConfig(name="student-gpt4", loss="mse+pairwise", hidden_sizes=[256], max_length=512),
-          train_config=TrainConfig(max_epochs=30, frozen_epochs=30, head_lr=1e-3, batch_size=32, seed=args.seed,
-                                   num_threads=args.threads),
+    train(recs, cols, "ref-free", out_dir=out, config=ModelConfig(**mc),
+          train_config=TrainConfig(**{k: v for k, v in tc.items() if k != "csem_model_code"}, num_threads=args.threads),
           label_range=(1, 5), judge="gpt-4-0314 (Shen et al. 2023, rts)", rubric="SummEval 4 aspects")
+    (out / "recipe.json").write_text(json.dumps({"model": mc, "train": tc}, indent=2),
+                                     encoding="utf-8")
     log(f"student trained in {time.perf_counter() - t:.0f} s")
-    return out, "trained by this benchmark: frozen MiniLM, mse+pairwise, 30 epochs, docs 0-49"
+    return out, origin + f", trained in {time.perf_counter() - t:.0f} s"
 
 
 def paired(a: np.ndarray, b: np.ndarray, n: int, seed: int) -> dict:
@@ -88,6 +119,7 @@ def main() -> None:
                     "(default: SummEval's 16 system summaries)")
     ap.add_argument("--judge-docs", default="70:80", help="test docs the local judge measures (its cost)")
     ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--max-source-tokens", type=int, default=384, help="transformers generators: source tokens kept")
     ap.add_argument("--judge", default="local")
     ap.add_argument("--rubrics", default="geval/summeval-coherence,geval/summeval-relevance")
     ap.add_argument("--objective", default="rouge1", help="MERT's reference-based objective on dev")
@@ -117,7 +149,51 @@ def main() -> None:
     j0, j1 = (int(x) for x in args.judge_docs.split(":"))
     judge_ids = set(docs[j0 - d0:j1 - d0]) & test_ids
     t = time.perf_counter()
-    if args.generator:
+    if args.generator and (args.generator == "smollm2" or args.generator.startswith("hf:")):
+        # a transformers generator: N top-k samples per source in one batched generate call (the prompt
+        # encoded once, its cache repeated), plus the greedy output; cached per (generator, N, tokens, seed)
+        from csem.apply.mrt import generate_texts, load_generator
+
+        srcs = {}
+        for r in pool:
+            srcs.setdefault(r["doc_id"], {"source": r["source"], "reference": r["reference"]})
+        gen_name = args.generator.replace("hf:", "").strip("/").split("/")[-1]
+        path = CACHE / "apply" / (f"nbest_hf_{gen_name}_{args.n}_{args.max_tokens}_{args.max_source_tokens}_"
+                                  f"{args.seed}.jsonl")
+        done = {}
+        if path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    row = json.loads(line)
+                    done[row["doc_id"]] = row
+                except json.JSONDecodeError:
+                    continue  # a line cut by a kill
+        todo = [d for d in docs if d not in done]
+        if todo:
+            net, tok = load_generator(args.generator)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a", encoding="utf-8") as fh:
+                for d in todo:  # one source at a time: a kill loses at most one
+                    src = [srcs[d]["source"]]
+                    samp = generate_texts(net, tok, src, max_source_tokens=args.max_source_tokens,
+                                          max_new_tokens=args.max_tokens, sample=True, num_samples=args.n, top_k=50,
+                                          seed=args.seed + docs.index(d), batch_size=1)[0]
+                    greedy_text = generate_texts(net, tok, src, max_source_tokens=args.max_source_tokens,
+                                                 max_new_tokens=args.max_tokens, sample=False, batch_size=1)[0][0]
+                    done[d] = {"doc_id": d, "samples": samp, "greedy": greedy_text}
+                    fh.write(json.dumps(done[d]) + "\n")
+                    fh.flush()
+            del net
+        cands = []
+        for d in docs:
+            base = {"doc_id": d, "source": srcs[d]["source"], "reference": srcs[d]["reference"]}
+            for k, text in enumerate(done[d]["samples"]):
+                cands.append(dict(base, id=f"{d}/sample/{k}", system_id=f"sample-{k}", candidate=text or " "))
+            cands.append(dict(base, id=f"{d}/greedy", system_id="greedy", candidate=done[d]["greedy"] or " "))
+        nbest_origin = (f"{args.generator} through transformers (fp32): N = {args.n} top-k samples (k = 50, "
+                        f"{args.max_tokens} new tokens, source cut to {args.max_source_tokens} tokens) + 1 greedy "
+                        f"output per source ({len(todo)} sources generated in this run, {len(docs) - len(todo)} reused)")
+    elif args.generator:
         srcs = {}
         for r in pool:
             srcs.setdefault(r["doc_id"], {"id": r["doc_id"], "source": r["source"], "reference": r["reference"]})

@@ -24,7 +24,7 @@ re-score). Training runs in Lightning (devices, precision, gradient accumulation
 sources and the sampling seed of step ``t`` are pure functions of ``(seed, t)``, so a run resumed
 from ``lightning/last.ckpt`` after a kill continues exactly. Checkpoints are loadable transformers
 folders (``checkpoint-<step>/``, and ``final/`` at the end); ``train_log.csv`` has one row per
-step (reward, MRT and MLE loss, mean sample length in tokens).
+step (reward, MRT and MLE loss, mean sample length in tokens, wall and CPU seconds since the start).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 LOG_FIELDS = ("step", "epoch", "loss", "mrt_loss", "mle_loss", "reward_mean", "reward_max", "q_entropy",
-              "sample_length", "seconds")
+              "sample_length", "seconds", "cpu_seconds")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -255,6 +255,9 @@ class MRTConfig(BaseModel):
         checkpoint_every: steps between checkpoints (transformers folder + Lightning state);
         keep_checkpoints: transformers folders kept. seed. precision/accelerator/devices: Lightning.
         threads: torch CPU threads (None: leave as is).
+        share_prompt: encode each prompt once per step and share its key/value cache between the
+            sampling, the samples' and the reference's log-probabilities (True, the same values); False
+            re-encodes it for every sample (the plain two-stage pass; kept to measure the difference).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -282,6 +285,7 @@ class MRTConfig(BaseModel):
     accelerator: str = "cpu"
     devices: int | str = 1
     threads: int | None = Field(None, ge=1)
+    share_prompt: bool = True
 
 
 class RewardCache:
@@ -478,7 +482,7 @@ def _lightning_module_class():
             self.log_path = log_path
             self.eos = eos_ids(tokenizer, net)
             self.prompts = [render_prompt(tokenizer, cfg.task, s["source"], cfg.max_source_tokens) for s in sources]
-            self._t0 = time.perf_counter()
+            self._t0, self._c0 = time.perf_counter(), time.process_time()
 
         def configure_optimizers(self):
             return torch.optim.AdamW(self.net.parameters(), lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
@@ -492,7 +496,7 @@ def _lightning_module_class():
                     w = csv.DictWriter(fh, LOG_FIELDS)
                     w.writeheader()
                     w.writerows(rows)
-            self._t0 = time.perf_counter()
+            self._t0, self._c0 = time.perf_counter(), time.process_time()
 
         def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
             cfg, tok, net = self.cfg, self.tok, self.net
@@ -503,15 +507,30 @@ def _lightning_module_class():
             enc = tok([self.prompts[i] for i in idx], return_tensors="pt", padding=True,
                       add_special_tokens=False).to(self.device)
             p_len = enc["input_ids"].shape[1]
-            # the prompts once per source, with gradients: their cache serves the samples and the references
-            cache, last = prompt_cache(net, enc["input_ids"], enc["attention_mask"])
-            # stage 1: sample without gradients (eval mode: no dropout while sampling), from the detached cache
+            ids, pmask = enc["input_ids"], enc["attention_mask"]
+            decoding = dict(do_sample=True, top_k=cfg.top_k, top_p=None, temperature=cfg.temperature,
+                            max_new_tokens=cfg.max_new_tokens)
+            if cfg.share_prompt:
+                # the prompts once per source, with gradients: their cache serves the samples and the references
+                cache, last = prompt_cache(net, ids, pmask)
+
+                def logprobs(rows, targets, tmask):
+                    return continuation_logprobs(net, cache, pmask, last, rows, targets, tmask)
+            else:  # one pass over [prompt | target] per row (the prompt re-encoded for every sample)
+                def logprobs(rows, targets, tmask):
+                    return sequence_logprobs(net, torch.cat([ids.index_select(0, rows), targets], 1),
+                                             torch.cat([pmask.index_select(0, rows), tmask.to(pmask.dtype)], 1),
+                                             p_len, tmask)
+            # stage 1: sample without gradients (eval mode: no dropout while sampling)
             was_training = net.training
             net.eval()
             torch.manual_seed(_step_rng(cfg.seed, micro))
-            gen = sample_continuations(net, tok, enc["input_ids"], enc["attention_mask"], cfg.num_samples,
-                                       cache=cache, do_sample=True, top_k=cfg.top_k, top_p=None,
-                                       temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens)
+            if cfg.share_prompt:  # from the detached prompt cache
+                gen = sample_continuations(net, tok, ids, pmask, cfg.num_samples, cache=cache, **decoding)
+            else:
+                with torch.no_grad():
+                    gen = net.generate(**enc, num_return_sequences=cfg.num_samples, pad_token_id=tok.pad_token_id,
+                                       **decoding)
             net.train(was_training)
             comp = gen[:, p_len:]
             cmask = completion_mask(comp, self.eos)
@@ -526,26 +545,31 @@ def _lightning_module_class():
             r = _fill_missing(r) * cfg.reward_scale
             # stage 2: sequence log-probabilities with gradients, one batched forward pass over the samples
             rows = torch.arange(len(srcs), device=self.device).repeat_interleave(cfg.num_samples)
-            lp_sum, _ = continuation_logprobs(net, cache, enc["attention_mask"], last, rows, comp, cmask)
+            lp_sum, _ = logprobs(rows, comp, cmask)
             lp = lp_sum.view(len(srcs), cfg.num_samples)
             l_mrt = mrt_loss(lp, r.to(lp.device), cfg.alpha)
-            l_mle = self._mle(srcs, enc, cache, last) if cfg.lam < 1 else None
+            l_mle = self._mle(srcs, logprobs) if cfg.lam < 1 else None
             loss = mixed_loss(l_mrt, l_mle, cfg.lam)
             q = q_distribution(lp.detach(), cfg.alpha)
             row = {"step": self.global_step, "epoch": self.current_epoch, "loss": float(loss.detach()),
                    "mrt_loss": float(l_mrt.detach()), "mle_loss": None if l_mle is None else float(l_mle.detach()),
                    "reward_mean": float(torch.nanmean(r)), "reward_max": float(r.max()),
                    "q_entropy": float(-(q * q.clamp_min(1e-30).log()).sum(-1).mean()),
-                   "sample_length": float(cmask.sum(-1).float().mean()),
-                   "seconds": round(time.perf_counter() - self._t0, 2)}
-            if batch_idx % cfg.accumulate == cfg.accumulate - 1:
-                self._write(row)
+                   "sample_length": float(cmask.sum(-1).float().mean())}
+            self._pending = row if batch_idx % cfg.accumulate == cfg.accumulate - 1 else None
             self.log("reward", row["reward_mean"], prog_bar=True)
             if l_mle is not None:
                 self.log("mle", row["mle_loss"], prog_bar=True)
             return loss
 
-        def _mle(self, srcs: list[dict], enc: Any, cache: Any, last: torch.Tensor) -> torch.Tensor | None:
+        def on_before_optimizer_step(self, optimizer: Any) -> None:
+            # after the backward pass(es) of the step (the times cover them), before any checkpoint of it
+            row, self._pending = getattr(self, "_pending", None), None
+            if row is not None:
+                self._write(dict(row, seconds=round(time.perf_counter() - self._t0, 2),
+                                 cpu_seconds=round(time.process_time() - self._c0, 2)))
+
+        def _mle(self, srcs: list[dict], logprobs: Callable) -> torch.Tensor | None:
             from csem.data.records import references_of
 
             refs = [(b, references_of(s)) for b, s in enumerate(srcs)]
@@ -559,8 +583,7 @@ def _lightning_module_class():
                       max_length=self.cfg.max_target_tokens, add_special_tokens=False).to(self.device)
             tok.padding_side = "left"
             rows = torch.tensor([b for b, _ in refs], device=self.device)
-            lp_sum, n = continuation_logprobs(self.net, cache, enc["attention_mask"], last, rows, tgt["input_ids"],
-                                              tgt["attention_mask"].bool())
+            lp_sum, n = logprobs(rows, tgt["input_ids"], tgt["attention_mask"].bool())
             return -(lp_sum.sum() / n.sum().clamp_min(1))
 
         def _write(self, row: dict) -> None:
