@@ -173,3 +173,57 @@ def test_reward_cache_scores_each_pair_once_and_persists(tmp_path):
     other(recs)
     assert calls == [2, 2]
     assert not math.isnan(sum(v for v in again(recs) if v is not None))
+
+
+@pytest.fixture(scope="module")
+def tiny_generator():
+    """A tiny random Llama with the real SmolLM2 tokenizer (read from the packaged GGUF): the training
+    loop's logic (Lightning, Eq. 12, the log) at unit-test cost; the real 135M model is in test_mrt_train."""
+    from pathlib import Path
+
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from csem.apply.mrt import resolve_generator
+
+    g = Path(resolve_generator("smollm2"))
+    tok = AutoTokenizer.from_pretrained(str(g.parent), gguf_file=g.name)
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    torch.manual_seed(0)
+    net = LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                                       num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512,
+                                       eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id))
+    return net, tok
+
+
+SOURCES = [{"id": f"s{i}", "source": f"Story {i}: the council met on Monday and voted to close the old bridge.",
+            "reference": f"Council {i} votes to close the bridge."} for i in range(3)]
+
+
+def test_mle_only_draws_no_samples_and_mixed_run_logs_rewards(tiny_generator, tmp_path):
+    import csv
+
+    from csem.apply.mrt import MRTConfig, train_mrt
+
+    calls = []
+
+    def reward(recs):
+        calls.append(len(recs))
+        return [float(len(r["candidate"])) for r in recs]
+
+    net, tok = tiny_generator
+    small = dict(max_steps=2, batch_size=2, num_samples=2, max_new_tokens=4, max_source_tokens=24, checkpoint_every=100,
+                 lr=1e-3, threads=1)
+    res = train_mrt((net, tok), SOURCES, reward, tmp_path / "mle", MRTConfig(lam=0.0, **small))
+    rows = list(csv.DictReader(open(res.log)))
+    assert calls == [] and res.steps == 2 and [int(r["step"]) for r in rows] == [0, 1]
+    assert all(float(r["mle_loss"]) > 0 and r["reward_mean"] == "" for r in rows)
+    assert 0 < float(rows[0]["cpu_seconds"]) <= float(rows[1]["cpu_seconds"])
+
+    res = train_mrt((net, tok), SOURCES, reward, tmp_path / "mrt", MRTConfig(lam=0.7, **small))
+    rows = list(csv.DictReader(open(res.log)))
+    assert sum(calls) == res.reward_misses > 0 and len(rows) == 2
+    for r in rows:
+        assert float(r["mle_loss"]) > 0 and float(r["reward_mean"]) >= 0 and 1 <= float(r["sample_length"]) <= 4
+        # Eq. 12 as logged: loss = 0.7 * L_MRT + 0.3 * L_MLE
+        assert float(r["loss"]) == pytest.approx(0.7 * float(r["mrt_loss"]) + 0.3 * float(r["mle_loss"]), rel=1e-4)

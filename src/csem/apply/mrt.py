@@ -244,7 +244,8 @@ class MRTConfig(BaseModel):
     """Settings of :func:`train_mrt` (defaults: the paper and Shen et al. 2016 where they say).
 
     Attributes:
-        lam: Eq. 12's lambda (0.7; 0 = MLE only; 1 = MRT only). alpha: Eq. 6 (5e-3).
+        lam: Eq. 12's lambda (0.7; 0 = MLE only: no samples are drawn or scored; 1 = MRT only).
+            alpha: Eq. 6 (5e-3).
         num_samples: S samples per source (5). top_k: sampling (50). temperature: sampling.
         max_new_tokens: sample length cap. max_source_tokens: the source is cut to this many tokens
             before the task prompt is rendered. max_target_tokens: reference tokens in the MLE term.
@@ -521,6 +522,15 @@ def _lightning_module_class():
                     return sequence_logprobs(net, torch.cat([ids.index_select(0, rows), targets], 1),
                                              torch.cat([pmask.index_select(0, rows), tmask.to(pmask.dtype)], 1),
                                              p_len, tmask)
+            if cfg.lam == 0:  # MLE only: Eq. 12's MRT term has weight 0, nothing to sample or score
+                l_mle = self._mle(srcs, logprobs)
+                if l_mle is None:
+                    raise ValueError("lambda = 0 (MLE only) needs sources with a 'reference'")
+                row = {"step": self.global_step, "epoch": self.current_epoch, "loss": float(l_mle.detach()),
+                       "mle_loss": float(l_mle.detach())}
+                self._pending = row if batch_idx % cfg.accumulate == cfg.accumulate - 1 else None
+                self.log("mle", row["mle_loss"], prog_bar=True)
+                return l_mle
             # stage 1: sample without gradients (eval mode: no dropout while sampling)
             was_training = net.training
             net.eval()
