@@ -43,51 +43,35 @@ PRIOR = "system prior (mean GPT-4 rating of the system on the training documents
 STAGES = ("speed", "cv", "baselines", "students", "disjoint", "curve", "throughput")
 
 # The recipes compared by cross-validation. Every one fine-tunes the encoder (top layers over
-# cached lower-layer states); lr = encoder, head_lr = head. The winner became csem train's default.
+# cached lower-layer states) unless it says otherwise; lr = encoder, head_lr = head; batches of 32
+# rows unless it says otherwise; overlap features only where named. The winner became csem train's
+# default.
+def recipe(lr: float, head_lr: float = 1e-3, loss: str = "mse+pairwise", overlap: bool = False, batch: int = 32,
+           layers: int = 2, **model) -> tuple[dict, dict]:
+    """(ModelConfig fields, TrainConfig fields) of a recipe: bi-encoder with 256-token sources unless
+    ``model`` says otherwise."""
+    return ({"architecture": "bi-encoder", "source_max_length": 256, "loss": loss, "overlap_features": overlap,
+             **model}, {"lr": lr, "head_lr": head_lr, "train_layers": layers, "batch_size": batch})
+
+
 RECIPES: dict[str, tuple[dict, dict]] = {
-    "bi-encoder, top 2 layers, mse": (
-        dict(architecture="bi-encoder", loss="mse", source_max_length=256),
-        dict(lr=1e-4, head_lr=1e-3, train_layers=2)),
-    "bi-encoder, top 2 layers, mse+pairwise": (
-        dict(architecture="bi-encoder", loss="mse+pairwise", source_max_length=256),
-        dict(lr=1e-4, head_lr=1e-3, train_layers=2)),
-    "unified, top 2 layers, mse+pairwise": (
-        dict(architecture="unified", loss="mse+pairwise", max_length=256),
-        dict(lr=1e-4, head_lr=1e-3, train_layers=2)),
-    "candidate only, top 2 layers, mse+pairwise": (
-        dict(mode="fluency", loss="mse+pairwise", max_length=128),
-        dict(lr=1e-4, head_lr=1e-3, train_layers=2)),
+    "bi-encoder, top 2 layers, mse": recipe(1e-4, loss="mse"),
+    "bi-encoder, top 2 layers, mse+pairwise": recipe(1e-4),
+    "unified, top 2 layers, mse+pairwise": recipe(1e-4, architecture="unified", max_length=256),
+    "candidate only, top 2 layers, mse+pairwise": recipe(1e-4, mode="fluency", max_length=128),
     # second round (after the first showed every curve still rising at its last epoch): hotter, longer
-    "bi-encoder, top 2 layers, mse+pairwise, lr 3e-4": (
-        dict(architecture="bi-encoder", loss="mse+pairwise", source_max_length=256),
-        dict(lr=3e-4, head_lr=1e-3, train_layers=2)),
-    "bi-encoder, top 2 layers, pairwise, lr 3e-4": (
-        dict(architecture="bi-encoder", loss="pairwise", source_max_length=256),
-        dict(lr=3e-4, head_lr=1e-3, train_layers=2)),
+    "bi-encoder, top 2 layers, mse+pairwise, lr 3e-4": recipe(3e-4),
+    "bi-encoder, top 2 layers, pairwise, lr 3e-4": recipe(3e-4, loss="pairwise"),
     # third round: hotter still
-    "bi-encoder, top 2 layers, mse+pairwise, lr 1e-3": (
-        dict(architecture="bi-encoder", loss="mse+pairwise", source_max_length=256),
-        dict(lr=1e-3, head_lr=1e-3, train_layers=2)),
-    # fourth round: what pooled embeddings cannot count (lexical overlap features), more steps
-    "bi-encoder, top 2 layers, mse+pairwise, lr 1e-3, overlap features": (
-        dict(architecture="bi-encoder", loss="mse+pairwise", source_max_length=256, overlap_features=True),
-        dict(lr=1e-3, head_lr=1e-3, train_layers=2)),
-    "bi-encoder, top 2 layers, mse+pairwise, lr 1e-3, batch 12": (
-        dict(architecture="bi-encoder", loss="mse+pairwise", source_max_length=256),
-        dict(lr=1e-3, head_lr=1e-3, train_layers=2, batch_size=12)),
-    "bi-encoder, top 2 layers, mse+pairwise, lr 1e-3, overlap features, batch 12": (
-        dict(architecture="bi-encoder", loss="mse+pairwise", source_max_length=256, overlap_features=True),
-        dict(lr=1e-3, head_lr=1e-3, train_layers=2, batch_size=12)),
-    "bi-encoder, top 2 layers, mse+pairwise, lr 3e-4, overlap features, batch 12": (
-        dict(architecture="bi-encoder", loss="mse+pairwise", source_max_length=256, overlap_features=True),
-        dict(lr=3e-4, head_lr=1e-3, train_layers=2, batch_size=12)),
-    "frozen encoder (head only), mse+pairwise, overlap features, batch 12": (
-        dict(architecture="bi-encoder", loss="mse+pairwise", source_max_length=256, overlap_features=True),
-        dict(lr=1e-3, head_lr=1e-3, train_layers=0, batch_size=12)),
-    "mpnet bi-encoder, top 2 layers, mse+pairwise, lr 1e-3, overlap features, batch 12": (
-        dict(encoder="mpnet", architecture="bi-encoder", loss="mse+pairwise", source_max_length=256,
-             overlap_features=True),
-        dict(lr=1e-3, head_lr=1e-3, train_layers=2, batch_size=12)),
+    "bi-encoder, top 2 layers, mse+pairwise, lr 1e-3": recipe(1e-3),
+    # fourth round: what pooled embeddings cannot count (lexical overlap features: into the head's
+    # input and through a linear term to its output), more steps (batches of one article)
+    "bi-encoder, top 2 layers, mse+pairwise, lr 1e-3, overlap features": recipe(1e-3, overlap=True),
+    "bi-encoder, top 2 layers, mse+pairwise, lr 1e-3, batch 12": recipe(1e-3, batch=12),
+    "bi-encoder, top 2 layers, mse+pairwise, lr 1e-3, overlap features, batch 12": recipe(1e-3, overlap=True, batch=12),
+    "bi-encoder, top 2 layers, mse+pairwise, lr 1e-4, head lr 1e-4, overlap features, batch 12":
+        recipe(1e-4, head_lr=1e-4, overlap=True, batch=12),
+    "frozen encoder (head only), mse+pairwise, overlap features, batch 12": recipe(1e-3, overlap=True, batch=12, layers=0),
 }
 
 
@@ -117,7 +101,7 @@ def configs(name: str, args, epochs: int | None = None, **override):
     mk = {"mode": "ref-free", "encoder": args.encoder, **mk, **override}
     cfg = ModelConfig(name="student", hidden_sizes=args.hidden, **mk)
     tc = TrainConfig(max_epochs=epochs or args.epochs, frozen_epochs=0, seed=args.seed, num_threads=args.threads,
-                     **{"batch_size": 32, **tk})
+                     **tk)
     if args.quick:
         cfg = cfg.model_copy(update={"max_length": min(cfg.max_length, 64),
                                      "source_max_length": 64 if cfg.source_max_length else None})
@@ -194,26 +178,30 @@ def stage_speed(b: Bench, train: list[dict]) -> None:
                 trainer.should_stop = True
 
     default_model, default_train = ModelConfig(), TrainConfig()
+    # the old default: whole encoder, whole (512-token) sources, no overlap features, COMET's head
+    old = dict(name="s", encoder=args.encoder, max_length=512, source_max_length=None, overlap_features=False,
+               loss="mse", hidden_sizes=[3072, 1024])
     variants = {
         "before: whole encoder fine-tuned, 512-token sources, fp32 (the old default)":
-            (ModelConfig(name="s", encoder=args.encoder, max_length=512),
-             TrainConfig(max_epochs=1, frozen_epochs=0, lr=1e-5, head_lr=3e-5, train_layers=None)),
+            (ModelConfig(**old),
+             TrainConfig(max_epochs=1, frozen_epochs=0, lr=1e-5, head_lr=3e-5, train_layers=None, batch_size=32)),
         "whole encoder, 512-token sources, bf16-mixed autocast":
-            (ModelConfig(name="s", encoder=args.encoder, max_length=512),
-             TrainConfig(max_epochs=1, frozen_epochs=0, train_layers=None, precision="bf16-mixed")),
+            (ModelConfig(**old),
+             TrainConfig(max_epochs=1, frozen_epochs=0, train_layers=None, precision="bf16-mixed", batch_size=32)),
         "top 2 layers (lower 4 cached), 512-token sources":
-            (ModelConfig(name="s", encoder=args.encoder, max_length=512, source_max_length=512),
-             TrainConfig(max_epochs=2, frozen_epochs=0, train_layers=2)),
+            (ModelConfig(**old),
+             TrainConfig(max_epochs=2, frozen_epochs=0, train_layers=2, batch_size=32)),
         f"after: csem train's default recipe ({default_model.architecture}, top {default_train.train_layers} layers, "
-        f"sources {default_model.source_max_length or default_model.max_length} tokens)":
+        f"sources {default_model.source_max_length or default_model.max_length} tokens, overlap features, "
+        f"batches of {default_train.batch_size})":
             (ModelConfig(name="s", encoder=args.encoder), TrainConfig(max_epochs=2)),
     }
     n_steps = 2 if args.quick else args.speed_steps
     from csem.model import train as train_model
     from csem.model.batching import GroupedBatchSampler
 
-    steps_per_epoch = len(GroupedBatchSampler(train, 32, "ref-free"))
     for name, (cfg, tc) in variants.items():
+        steps_per_epoch = len(GroupedBatchSampler(train, tc.batch_size, "ref-free"))
         partial = tc.train_layers is not None
         timer = Timer(0 if partial or not n_steps else n_steps)
         tc = tc.model_copy(update={"num_threads": args.threads, "seed": args.seed})
@@ -264,6 +252,13 @@ def stage_cv(b: Bench, train: list[dict]) -> None:
             "human": aspect_rows(dev_recs, lambda a: f"metric.prior.{a}")["average"]})
     b.cv["prior"] = {side: {m: statistics.fmean(r[side][m] for r in prior_rows) for m in ("spearman", "kendall")}
                      for side in ("label", "human")}
+    # the lexical baselines an overlap-feature student must beat, inside the same folds
+    lex = [{"label": lexical_baselines([train[i] for i in trn], [train[i] for i in dev],
+                                       human=lambda a: f"judge.{a}"),
+            "human": lexical_baselines([train[i] for i in trn], [train[i] for i in dev])} for trn, dev in folds]
+    b.cv["lexical"] = {name: {side: {m: statistics.fmean(f[side][name]["average"][m] for f in lex)
+                                     for m in ("spearman", "kendall")} for side in ("label", "human")}
+                       for name in lex[0]["label"]}
     b.cv["meta"] = {"folds": args.folds, "train_docs": len({r["doc_id"] for r in train}), "rows": len(train),
                     "machine": machine(), "run": now(), "seed": args.seed,
                     "criterion": "mean over folds and aspects of the held-out summary-level Spearman with the "
@@ -299,7 +294,7 @@ EXTRACTIVE = "extractiveness (share of the summary's trigrams found in the sourc
 OVERLAP_LS = "overlap features alone (least squares on GPT-4 labels: novel 1-3-gram shares, repetition, length)"
 
 
-def lexical_baselines(train, test, suffix: str = "") -> dict:
+def lexical_baselines(train, test, suffix: str = "", human=lambda a: f"human.{a}") -> dict:
     """Trivial lexical baselines that could explain an overlap-feature student: extractiveness,
     and a per-aspect least-squares fit of the student's overlap features alone to the training labels."""
     import numpy as np
@@ -315,7 +310,8 @@ def lexical_baselines(train, test, suffix: str = "") -> dict:
         w, *_ = np.linalg.lstsq(x_tr[ok], y[ok], rcond=None)
         for r, v in zip(te, x_te @ w):
             r[f"metric.ls.{a}"] = float(v)
-    return {EXTRACTIVE + suffix: row_of(te, lambda a: "metric.extractive"), OVERLAP_LS + suffix: row_of(te, "metric.ls")}
+    return {EXTRACTIVE + suffix: aspect_rows(te, lambda a: "metric.extractive", human=human),
+            OVERLAP_LS + suffix: aspect_rows(te, lambda a: f"metric.ls.{a}", human=human)}
 
 
 def stage_baselines(b: Bench, train, test) -> None:
@@ -443,6 +439,9 @@ def stage_curve(b: Bench, train, test) -> None:
         b.save()
 
 
+BI_512 = "csem bi-encoder, sources up to 512 tokens as COMET (each article encoded once)"
+
+
 def stage_throughput(b: Bench, test) -> None:
     """Scoring speed: csem bi-encoder vs unified cross-encoder vs COMET (same encoder, threads, batch)."""
     from csem.model import EvaluationModel, LabelSpec, ModelConfig
@@ -453,9 +452,12 @@ def stage_throughput(b: Bench, test) -> None:
     labels = [LabelSpec(aspect=a, column=f"judge.{a}", min=1, max=5) for a in ASPECTS]
     t = {"records": len(sub), "documents": len({r["doc_id"] for r in sub}), "threads": args.threads,
          "batch_size": 32, "precision": "fp32"}
-    for name, arch, ml in (("csem bi-encoder (each article encoded once)", "bi-encoder", 512),
-                           ("csem unified cross-encoder (article re-read per summary)", "unified", 512)):
-        cfg = ModelConfig(name="s", encoder=args.encoder, architecture=arch, max_length=ml, labels=labels)
+    # like for like with COMET: whole sources up to 512 tokens; then csem's default 256-token source cut
+    for name, arch, ml, sml in ((BI_512, "bi-encoder", 512, None),
+                                ("csem bi-encoder, default 256-token sources", "bi-encoder", 512, 256),
+                                ("csem unified cross-encoder (article re-read per summary)", "unified", 512, None)):
+        cfg = ModelConfig(name="s", encoder=args.encoder, architecture=arch, max_length=ml, source_max_length=sml,
+                          labels=labels)
         model = EvaluationModel(EvaluationModule(cfg).eval())
         model.score(sub[:4], precision="fp32")
         best = math.inf
@@ -479,7 +481,7 @@ def stage_throughput(b: Bench, test) -> None:
                 "comet_version": res.get("comet_version"), "torch_version": res.get("torch_version")}
         except Exception as exc:  # recorded, never hidden
             t["COMET error"] = f"{type(exc).__name__}: {exc}"
-    bi = t["csem bi-encoder (each article encoded once)"]["samples_per_s"]
+    bi = t[BI_512]["samples_per_s"]
     t["unified_cost"] = bi / t["csem unified cross-encoder (article re-read per summary)"]["samples_per_s"]
     comet = t.get("COMET 2.2.7 ReferencelessRegression (same MiniLM)")
     if comet:
@@ -575,6 +577,8 @@ def render_cv(cv: dict) -> list[str]:
         p = cv["prior"]
         rows.append(["system prior (fold's training documents)", "-", fmt(p["label"]["spearman"]),
                      fmt(p["human"]["spearman"]), fmt(p["human"]["kendall"]), "-"])
+    for name, p in cv.get("lexical", {}).items():
+        rows.append([name, "-", fmt(p["label"]["spearman"]), fmt(p["human"]["spearman"]), fmt(p["human"]["kendall"]), "-"])
     for name, r in cv.get("recipes", {}).items():
         e = r["per_epoch"][str(r["best_epoch"])]
         h = e.get("human") or {}
