@@ -39,12 +39,14 @@ def dev_records(shared_data):
 
 @pytest.fixture(scope="session")
 def trained(train_records, dev_records, tmp_path_factory):
-    """A ref-free MiniLM student trained head-only (frozen encoder) for 15 epochs, saved to a folder."""
+    """A ref-free MiniLM student trained head-only (frozen encoder) for 15 epochs, saved to a folder.
+    Without overlap features: they alone would rank this synthetic set (another article's highlight
+    is all novel n-grams), and the tests using it check what the embeddings learn."""
     from csem.model import ModelConfig, TrainConfig, train
 
     out = tmp_path_factory.mktemp("model") / "student"
     model = train(train_records, "judge.quality", "ref-free", out_dir=out,
-                  config=ModelConfig(name="tiny", **SMALL),
+                  config=ModelConfig(name="tiny", overlap_features=False, **SMALL),
                   train_config=TrainConfig(max_epochs=15, frozen_epochs=15, head_lr=3e-3, batch_size=16,
                                            patience=15, seed=3),
                   dev_records=dev_records, label_range=(1, 5), judge="synthetic order", rubric="quality")

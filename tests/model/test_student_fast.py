@@ -250,4 +250,4 @@ def test_overlap_term_starts_at_least_squares(tiny_encoder, train_records):
     w, *_ = np.linalg.lstsq(x, y, rcond=None)
     lin = module.overlap_heads["quality"]
     assert np.allclose(lin.weight.detach().numpy()[0], w[:-1], atol=1e-4)
-    assert abs(float(lin.bias) - w[-1]) < 1e-4
+    assert abs(float(lin.bias.detach()) - w[-1]) < 1e-4
