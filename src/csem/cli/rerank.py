@@ -121,8 +121,9 @@ def tune_weights(
     console.print(t)
     console.print(f"columns: {', '.join(report['columns'])}")
     if out:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(report, indent=2), encoding="utf-8")
+        from csem.data.jsonio import write_json
+
+        write_json(out, report)  # the one JSON writer: atomic, NaN as null
         typer.echo(f"wrote {out}")
 
 
