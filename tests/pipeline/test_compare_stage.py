@@ -109,6 +109,8 @@ def test_compare_stage_judges_training_pairs_and_trains_on_them(compared):
     # measured against the judge's ratings of the held-out sources
     assert rows and {(r["scorer"], r["target"]) for r in rows} == {("student", "judge")}
     assert all(r["aspect"] == "coherence" for r in rows)
+    report = (rd / "report.md").read_text()
+    assert f"comparison (compare stage): {len(pairs)} pairs" in report and "ranking loss, Eq. 3" in report
     # a re-run skips everything; a change of the pair choice re-runs compare and what follows, not annotate
     before = json.loads((rd / "state.json").read_text())
     Pipeline.from_file(path, rd, progress=False).run()
@@ -165,6 +167,7 @@ def test_compare_stage_with_a_real_local_judge(smollm2_path, tiny_encoder, tmp_p
     """SmolLM2 (llama.cpp, in process) generates, rates and compares; the tiny encoder learns the pairs."""
     path = _pipeline_file(tmp_path)
     cfg = yaml.safe_load(path.read_text())
+    cfg["sources"]["limit"] = 5  # 3 training sources, 1 dev, 1 held out
     cfg["collect"]["generators"][0]["num_samples"] = 3
     cfg["train"]["encoder"] = str(tiny_encoder)
     cfg["compare"] = {"pairs": "random", "per_source": 2, "mode": "probs"}

@@ -79,6 +79,7 @@ def write_report(run_dir: Path, cfg, state: dict) -> list[Path]:
     ann = state.get("annotate", {}).get("summary", {})
     sc = state.get("score", {}).get("summary", {})
     tr = state.get("train", {}).get("summary", {})
+    cmp = state.get("compare", {}).get("summary") if getattr(cfg, "compare", None) is not None else None
     figs = _figures(run_dir, state)
     judged = ann.get("judged", 0)
     judge_seconds = ann.get("seconds") or 0.0
@@ -94,10 +95,16 @@ def write_report(run_dir: Path, cfg, state: dict) -> list[Path]:
         f"- judge `{cfg.annotate.judge}`, rubrics {', '.join(cfg.annotate.rubrics)}, mode `{cfg.annotate.mode}`",
         f"- judgments made {judged}, from cache {ann.get('cached')}, missing {ann.get('missing')}, "
         f"prompt tokens {ann.get('prompt_tokens')}, completion tokens {ann.get('completion_tokens')}, {judge_seconds:.1f} s"
-        + (f" ({judge_seconds / judged:.2f} s per judgment)" if judged else ""), "",
+        + (f" ({judge_seconds / judged:.2f} s per judgment)" if judged else ""),
+        *([] if cmp is None else [
+            f"- comparison (compare stage): {cmp.get('pairs')} pairs of the {cmp.get('train_sources')} training "
+            f"sources ({cfg.compare.pairs}), {cmp.get('calls')} judge calls (both orders; {cmp.get('judged')} made, "
+            f"{cmp.get('cached')} from cache), missing {cmp.get('missing')}, mean P(first is better) "
+            f"{cmp.get('position_bias')}, {cmp.get('seconds') or 0:.1f} s"]), "",
         "## Student",
         f"- encoder `{cfg.train.encoder}`, mode `{cfg.train.mode}`, trained on {tr.get('train_rows')} rows "
-        f"in {state.get('train', {}).get('seconds', 0):.1f} s",
+        f"in {state.get('train', {}).get('seconds', 0):.1f} s"
+        + ("" if cmp is None else f", from the {cmp.get('pairs')} judged pairs (ranking loss, Eq. 3)"),
         f"- scoring throughput: {sc.get('samples_per_second', 0):.1f} samples/s ({sc.get('rows')} rows in {sc.get('seconds', 0):.2f} s)"
         + (f", {sc.get('samples_per_second', 0) * judge_seconds / judged:.0f}x the judge's rate in this run"
            if judged and judge_seconds else ""),

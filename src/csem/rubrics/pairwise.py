@@ -90,7 +90,8 @@ class PairwiseRubric(RubricBase):
         Source and reference are taken from ``first`` (both records belong to one source).
 
         Raises:
-            KeyError: a record lacks a text the rubric uses (names the rubric, record id and field).
+            KeyError: a record lacks a text the rubric uses (names the rubric, record id and field);
+            ValueError: a text holds a NUL byte (record id and field named).
         """
         text = _env().from_string(self.template).render(
             intro=self.intro, title=self.title or self.aspect.replace("_", " ").title(), criteria=self.criteria,
