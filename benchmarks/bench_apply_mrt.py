@@ -12,13 +12,23 @@ the MRT generator reranked by the student (Eq. 7 on the mean of heads). Measures
 score, the local judge (Qwen2.5-Coder-1.5B, G-Eval rubrics, probs mode) and ROUGE-1 F against the
 references; paired bootstrap over sources against the base generator.
 
-Run (figures in results/apply_mrt.*):
-    nice -n 10 python benchmarks/bench_apply_mrt.py --threads 2
+Step time (``--stages speed``): the same steps with each prompt encoded once per step (its key/value
+cache shared by the sampling and the samples' and reference's log-probabilities) and re-encoded per
+sample, side by side, CPU seconds of this process per step (the machine is shared: wall time varies).
+
+Run (figures in results/apply_mrt.* and results/apply_mrt_speed.*), as last run:
+    nice -n 10 python bench_apply_mrt.py --stages speed --speed-steps 2 --threads 1 \
+        --student .cache/apply/student_gpt4_quick --out results/apply_mrt_speed
+    nice -n 10 python bench_apply_mrt.py --stages train --threads 1 \
+        --student .cache/apply/student_gpt4_default_24aa3157710b --train-docs 0:50 --test-docs 70:78 --steps 6 \
+        --batch-size 2 --samples 4 --max-new-tokens 48 --max-source-tokens 384 --rr-n 4 \
+        --rubrics geval/summeval-relevance
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 import time
 from pathlib import Path
@@ -128,18 +138,27 @@ def main() -> None:
         cfg = MRTConfig(lam=lam, alpha=args.alpha, num_samples=args.samples, max_steps=args.steps,
                         batch_size=args.batch_size, lr=args.lr, reward_scale=args.reward_scale,
                         max_new_tokens=args.max_new_tokens, max_source_tokens=args.max_source_tokens,
-                        checkpoint_every=args.steps, keep_checkpoints=1, seed=args.seed, threads=args.threads)
+                        checkpoint_every=min(args.steps, 3), keep_checkpoints=1, seed=args.seed,
+                        threads=args.threads)
         out = runs / ("mrt" if lam > 0 else "mle")
-        t = time.perf_counter()
-        res = train_mrt("smollm2", train_src, student, out, cfg, resume=True)
-        results[name] = {"folder": str(res.final), "steps": res.steps, "seconds": time.perf_counter() - t,
-                         "reward_computed": res.reward_misses, "reward_reused": res.reward_hits}
-        with open(res.log, encoding="utf-8") as fh:
+        done = out / "done.json"
+        key = {"config": cfg.model_dump(mode="json"), "student": origin, "train_docs": args.train_docs}
+        if done.exists() and json.loads(done.read_text(encoding="utf-8"))["key"] == key:
+            results[name] = json.loads(done.read_text(encoding="utf-8"))["result"]  # a finished run: reuse it
+            log(f"{name}: reusing the finished run in {out}")
+        else:
+            t = time.perf_counter()
+            res = train_mrt("smollm2", train_src, student, out, cfg, resume=True)
+            results[name] = {"folder": str(res.final), "steps": res.steps, "seconds": time.perf_counter() - t,
+                             "reward_computed": res.reward_misses, "reward_reused": res.reward_hits,
+                             "resumed_from": res.resumed_from}
+            log(f"{name}: {res.steps} steps in {time.perf_counter() - t:.0f} s")
+            # the Lightning state (weights + AdamW moments) is only for resuming: drop it once finished
+            for p in (out / "lightning").glob("*.ckpt"):
+                p.unlink()
+            done.write_text(json.dumps({"key": key, "result": results[name]}), encoding="utf-8")
+        with open(out / "train_log.csv", encoding="utf-8") as fh:
             logs[name] = list(csv.DictReader(fh))
-        log(f"{name}: {res.steps} steps in {time.perf_counter() - t:.0f} s")
-        # the Lightning state (weights + AdamW moments) is only for resuming: drop it once finished
-        for p in (out / "lightning").glob("*.ckpt"):
-            p.unlink()
 
     # ---- held-out: greedy outputs of each generator, and RL+RR
     gens = {"base (SmolLM2-135M-Instruct)": "smollm2", "MLE only": results["MLE only"]["folder"],

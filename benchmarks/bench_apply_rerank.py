@@ -21,8 +21,8 @@ G-Eval rubrics, probs mode; on ``--judge-docs``), which never labelled the stude
 Paired bootstrap over test sources (1000 resamples): mean difference to the random pick, 95%
 interval, one-sided p.
 
-Run (the figures in results/apply_rerank.*):
-    nice -n 10 python benchmarks/bench_apply_rerank.py --threads 2
+Run (the figures in results/apply_rerank.*), as last run:
+    nice -n 10 python bench_apply_rerank.py --threads 1 --judge-docs 70:80 --rubrics geval/summeval-relevance
 """
 
 from __future__ import annotations
