@@ -53,8 +53,9 @@ def train(
     source_max_length: Optional[int] = typer.Option(None, help="bi-encoder: tokens kept of the source"),
     ref_aggregation: str = typer.Option("max", help="several references: max | mean of the per-reference scores"),
     overlap_features: Optional[bool] = typer.Option(None, "--overlap-features/--no-overlap-features",
-                                                    help="append lexical overlap features (novel n-gram shares, "
-                                                    "repetition, length) to the head input; default: ModelConfig's"),
+                                                    help="lexical overlap features (novel n-gram shares, "
+                                                    "repetition, length) into each head: its input and a linear term "
+                                                    "started at the least-squares fit; default: on"),
     epochs: Optional[int] = typer.Option(None, help="maximum epochs (default: TrainConfig's)"),
     batch_size: Optional[int] = typer.Option(None, help="rows per step (default: TrainConfig's)"),
     lr: Optional[float] = typer.Option(None, help="encoder learning rate (default: TrainConfig's)"),
