@@ -182,15 +182,70 @@ def test_overlap_features_by_hand():
     assert overlap_features("", ["x"]) == [0.0, 0.0, 0.0, 0.0, 0.0]
 
 
+def test_lexical_features_by_hand():
+    from csem.model.features import (CANDIDATE_FEATURES, CONTEXT_FEATURES, extractive_fragments,
+                                     lexical_features, overlap_size)
+
+    # "the cat sat on the mat" in "x the cat sat y on the mat": fragments "the cat sat" at 1 and
+    # "on the mat" at 5 (Grusky et al.'s greedy longest match)
+    assert extractive_fragments("the cat sat on the mat".split(), "x the cat sat y on the mat".split()) == [(3, 1), (3, 5)]
+    assert extractive_fragments("a b".split(), "c d".split()) == []
+    assert overlap_size("ref-free", "lexical") == len(CONTEXT_FEATURES) + len(CANDIDATE_FEATURES) == 28
+    assert overlap_size("ref-based", "lexical") == 2 * len(CONTEXT_FEATURES) + len(CANDIDATE_FEATURES)
+    src = "The cat sat on the mat . The dog ran away . Then it rained ."
+    f = dict(zip(CONTEXT_FEATURES + CANDIDATE_FEATURES, lexical_features("The cat sat on the mat .", [src])))
+    assert f["novel_1"] == 0.0 and f["coverage"] == 1.0 and f["longest_fragment_share"] == 1.0
+    assert f["first_position"] == 0.0 and f["lead_coverage"] == 1.0 and f["order_inversions"] == 0.0
+    assert f["capitalised_sentences"] == 1.0 and f["spaced_punctuation"] > 0 and f["ends_with_punctuation"] == 1.0
+    g = dict(zip(CONTEXT_FEATURES + CANDIDATE_FEATURES, lexical_features("then it rained. the cat sat", [src])))
+    assert g["order_inversions"] == 1.0 and g["capitalised_words"] == 0.0 and g["pronoun_first"] == 0.0
+    assert g["ends_with_punctuation"] == 0.0 and g["spaced_punctuation"] == 0.0 and g["mean_position"] > 0.2
+    h = dict(zip(CONTEXT_FEATURES + CANDIDATE_FEATURES, lexical_features("it went -lrb- far -rrb- . it went far .", [src])))
+    assert h["pronoun_first"] == 1.0 and h["bracket_tokens"] == 1.0 and h["max_sentence_overlap"] == 1.0
+    assert len(lexical_features("", [])) == len(CANDIDATE_FEATURES)
+
+
+def test_lexical_prefit_fits_the_features_and_is_saved(tiny_encoder, train_records, test_records, tmp_path):
+    """The lexical set's MLP is pre-fitted on the standardised features alone (its training MSE falls
+    below the labels' variance), the deep part starts at zero, and the means/deviations are saved."""
+    from csem.model import EvaluationModel, LabelSpec
+    from csem.model.batching import BatchBuilder
+    from csem.model.module import EvaluationModule
+
+    cfg = ModelConfig(name="o", encoder=str(tiny_encoder), feature_set="lexical",
+                      labels=[LabelSpec(aspect="quality", column="judge.quality", min=1, max=5)], **SMALL)
+    module = EvaluationModule(cfg, TrainConfig(feature_prefit_steps=200, seed=2)).eval()
+    batch = BatchBuilder(module.encoder, "ref-free", 40, cfg.labels, overlap="lexical")(train_records)
+    with torch.no_grad():  # the deep part starts at zero: the output is the feature MLP's alone
+        start = module.head_outputs(module.embed(batch), batch)
+        alone = module.overlap_heads["quality"]((batch.overlap - module.lex_mean) / module.lex_std)
+    assert torch.allclose(start[:, 0], alone)
+    module.init_overlap_heads(batch)
+    assert torch.allclose(module.lex_mean, batch.overlap.mean(0))
+    y = batch.labels[:, 0]
+    with torch.no_grad():
+        out = module.head_outputs(module.embed(batch), batch)[:, 0, 0]
+    assert float(((out - y) ** 2).mean()) < 0.5 * float(y.var(unbiased=False))
+    model = train(train_records, "judge.quality", "ref-free", out_dir=tmp_path / "lex", config=cfg,
+                  train_config=TrainConfig(max_epochs=1, train_layers=1, seed=2), label_range=(1, 5))
+    loaded = EvaluationModel.load(tmp_path / "lex")
+    assert loaded.config.feature_set == "lexical" and not torch.all(loaded.module.lex_std == 1)
+    a = [r.scores["quality"] for r in model.score(test_records, precision="fp32")]
+    b = [r.scores["quality"] for r in loaded.score(test_records, precision="fp32")]
+    assert max(abs(x - z) for x, z in zip(a, b)) < 1e-4
+
+
 @pytest.mark.parametrize("mode", ["ref-free", "ref-based"])
-def test_overlap_features_model_round_trip(tiny_encoder, train_records, test_records, tmp_path, mode):
-    """A student with overlap features saves, loads and scores the same; the features reach the head
-    (other overlap values, same embeddings: other outputs)."""
+@pytest.mark.parametrize("feature_set", ["overlap", "lexical"])
+def test_overlap_features_model_round_trip(tiny_encoder, train_records, test_records, tmp_path, mode, feature_set):
+    """A student with lexical features saves, loads and scores the same; the features reach the head
+    (other feature values, same embeddings: other outputs)."""
     import json
 
     from csem.model import EvaluationModel
+    from csem.model.features import overlap_size
 
-    cfg = ModelConfig(name="o", encoder=str(tiny_encoder), overlap_features=True, **SMALL)
+    cfg = ModelConfig(name="o", encoder=str(tiny_encoder), overlap_features=True, feature_set=feature_set, **SMALL)
     tc = TrainConfig(max_epochs=2, lr=1e-3, head_lr=1e-3, batch_size=16, train_layers=1, seed=2)
     model = train(train_records, "judge.quality", mode, out_dir=tmp_path / "o", config=cfg, train_config=tc,
                   label_range=(1, 5))
@@ -203,13 +258,35 @@ def test_overlap_features_model_round_trip(tiny_encoder, train_records, test_rec
     from csem.model.batching import BatchBuilder
 
     module = loaded.module.eval()
-    batch = BatchBuilder(module.encoder, mode, 40, overlap=True)(test_records[:6])
-    assert batch.overlap.shape == (batch.cand_idx.shape[0], 5 if mode == "ref-free" else 8)
+    batch = BatchBuilder(module.encoder, mode, 40, overlap=feature_set)(test_records[:6])
+    assert batch.overlap.shape == (batch.cand_idx.shape[0], overlap_size(mode, feature_set))
+    if feature_set == "overlap":
+        assert overlap_size(mode) == (5 if mode == "ref-free" else 8)
     with torch.no_grad():
         emb = module.embed(batch)
         out = module.head_outputs(emb, batch)
         batch.overlap = 1 - batch.overlap
         assert not torch.allclose(out, module.head_outputs(emb, batch))
+
+
+def test_folder_without_feature_set_loads_the_overlap_set(tiny_encoder, train_records, test_records, tmp_path):
+    """Folders written before ``feature_set`` existed (overlap features, linear term) load as ``overlap``."""
+    import json
+
+    from csem.model import EvaluationModel
+
+    cfg = ModelConfig(name="v1", encoder=str(tiny_encoder), feature_set="overlap", **SMALL)
+    model = train(train_records, "judge.quality", "ref-free", out_dir=tmp_path / "v1", config=cfg,
+                  train_config=TrainConfig(max_epochs=1, train_layers=1, seed=2), label_range=(1, 5))
+    raw = json.loads((tmp_path / "v1" / "config.json").read_text())
+    raw.pop("feature_set")
+    raw.pop("feature_hidden")
+    (tmp_path / "v1" / "config.json").write_text(json.dumps(raw))
+    loaded = EvaluationModel.load(tmp_path / "v1")
+    assert loaded.config.feature_set == "overlap"
+    before = [r.scores["quality"] for r in model.score(test_records[:6], precision="fp32")]
+    after = [r.scores["quality"] for r in loaded.score(test_records[:6], precision="fp32")]
+    assert max(abs(a - b) for a, b in zip(before, after)) < 1e-4
 
 
 def test_folder_without_overlap_field_loads_without_features(tiny_encoder, train_records, test_records, tmp_path):
@@ -240,8 +317,8 @@ def test_overlap_term_starts_at_least_squares(tiny_encoder, train_records):
     from csem.model.batching import BatchBuilder
     from csem.model.module import EvaluationModule
 
-    cfg = ModelConfig(name="o", encoder=str(tiny_encoder), labels=[LabelSpec(aspect="quality", column="judge.quality",
-                                                                             min=1, max=5)], **SMALL)
+    cfg = ModelConfig(name="o", encoder=str(tiny_encoder), feature_set="overlap",
+                      labels=[LabelSpec(aspect="quality", column="judge.quality", min=1, max=5)], **SMALL)
     module = EvaluationModule(cfg)
     batch = BatchBuilder(module.encoder, "ref-free", 40, cfg.labels, overlap=True)(train_records)
     module.init_overlap_heads(batch, ridge=0.0)

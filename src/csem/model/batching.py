@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from csem.data.records import references_of
-from csem.model.features import NEEDS_REFERENCE, NEEDS_SOURCE, overlap_features
+from csem.model.features import NEEDS_REFERENCE, NEEDS_SOURCE, pair_features
 
 JOINT_SEP = "\x1e"  # separates the segments of a cross-encoder input in the text pool (ASCII record separator)
 
@@ -74,13 +74,15 @@ class BatchBuilder:
         share: True (default) encodes each distinct text once; False re-encodes every record's
             texts (the naive scorer, kept for benchmarks and tests).
         chunk_size: most sequences per encoder call; max_chunk_tokens: most padded tokens per call.
-        overlap: also compute the lexical overlap features of each pair
-            (:func:`csem.model.features.overlap_features`).
+        overlap: also compute the lexical features of each pair: a feature-set name
+            (``overlap`` | ``lexical``, :func:`csem.model.features.pair_features`; True means
+            ``overlap``), or False for none. Features are computed once per distinct pair.
     """
 
     def __init__(self, encoder: Any, mode: str, max_length: int, label_specs: Sequence[Any] | None = None,
                  share: bool = True, chunk_size: int = 32, max_chunk_tokens: int = 16384,
-                 architecture: str = "bi-encoder", source_max_length: int | None = None, overlap: bool = False):
+                 architecture: str = "bi-encoder", source_max_length: int | None = None,
+                 overlap: bool | str = False):
         self.encoder = encoder
         self.mode = mode
         self.max_length = max_length
@@ -90,7 +92,8 @@ class BatchBuilder:
         self.share = share
         self.chunk_size = max(1, chunk_size)
         self.max_chunk_tokens = max_chunk_tokens
-        self.overlap = overlap
+        self.overlap = "overlap" if overlap is True else (overlap or None)
+        self._lex_cache: dict[tuple[str, ...], list[float]] = {}
         self._tok_cache: dict[tuple[str, str], list[int]] = {}
 
     def _tokens(self, entries: list[tuple[str, str]]) -> list[list[int]]:
@@ -136,7 +139,10 @@ class BatchBuilder:
             if self.overlap:
                 for ref_text in refs:
                     ctx = ([r["source"]] if need_src else []) + ([ref_text] if need_ref else [])
-                    lex.append(overlap_features(r["candidate"], ctx))
+                    key = (r["candidate"], *ctx)
+                    if key not in self._lex_cache:
+                        self._lex_cache[key] = pair_features(self.overlap, r["candidate"], ctx)
+                    lex.append(self._lex_cache[key])
             if unified:  # one joint input per (candidate, reference): candidate [SEP] reference [SEP] source
                 for ref_text in refs:
                     segs = [r["candidate"]] + ([ref_text] if need_ref else []) + ([r["source"]] if need_src else [])

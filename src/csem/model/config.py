@@ -91,6 +91,14 @@ class ModelConfig(BaseModel):
             of the training labels on these features.
             Default on (cross-validated on SummEval: 0.406 vs 0.347 held-out Spearman with the
             GPT-4 labels); folders saved before the option existed load with it off.
+        feature_set: which lexical features (with ``overlap_features`` on): ``overlap`` (the 5-8
+            novelty/repetition/length scalars of :func:`csem.model.features.overlap_features`, a
+            linear output term) or ``lexical`` (:func:`csem.model.features.lexical_features`:
+            those plus extractive fragments, source positions and surface form, 28 scalars
+            ref-free; standardised with the training rows' means and deviations, and the output
+            term is a small MLP of ``feature_hidden`` units pre-fitted on the features alone before
+            the whole model trains). Folders saved before the option existed load as ``overlap``.
+        feature_hidden: hidden units of the ``lexical`` set's output MLP.
         labels: the aspects and their scales.
     """
 
@@ -110,6 +118,8 @@ class ModelConfig(BaseModel):
     loss: Loss = "mse+pairwise"
     pairwise_weight: float = Field(1.0, ge=0.0)
     overlap_features: bool = True
+    feature_set: Literal["overlap", "lexical"] = "lexical"
+    feature_hidden: int = Field(64, ge=1)
     labels: list[LabelSpec] = Field(default_factory=list)
 
     @field_validator("hidden_sizes")
@@ -169,6 +179,9 @@ class TrainConfig(BaseModel):
         monitor: dev statistic used for checkpoint selection and early stopping, mean over aspects
             of ``kendall`` | ``spearman`` | ``pearson`` against the labels.
         min_rows: fewer labelled training rows than this is an error.
+        feature_prefit_steps, feature_prefit_lr: with ``ModelConfig.feature_set = "lexical"``, the
+            output MLP of the lexical features is first fitted alone on all training rows (full
+            batch, AdamW, the model's loss) for this many steps at this learning rate; 0 skips it.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -192,3 +205,5 @@ class TrainConfig(BaseModel):
     monitor: Literal["kendall", "spearman", "pearson"] = "kendall"
     min_rows: int = Field(8, ge=2)
     progress: bool = False
+    feature_prefit_steps: int = Field(300, ge=0)
+    feature_prefit_lr: float = Field(3e-3, gt=0)

@@ -72,6 +72,7 @@ class EvaluationModel:
             # folders saved before source_max_length existed encoded whole sources: keep scoring them so
             raw.setdefault("source_max_length", None)
             raw.setdefault("overlap_features", False)  # and had no overlap features
+            raw.setdefault("feature_set", "overlap")  # or only the first, linear, overlap set
             config = ModelConfig.model_validate(raw)
         except Exception as exc:
             raise ModelFolderError(f"{folder / CONFIG}: not a valid csem model config: {exc}") from exc

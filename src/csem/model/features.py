@@ -102,16 +102,40 @@ def _ngrams(words: list[str], n: int) -> list[tuple[str, ...]]:
     return [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
 
 
-def overlap_size(mode: str) -> int:
-    """Number of overlap features of ``mode``: 3 novelty shares per context text (source and/or
-    reference) + candidate repetition + candidate length.
+FEATURE_SETS = ("overlap", "lexical")
+
+
+def overlap_size(mode: str, feature_set: str = "overlap") -> int:
+    """Number of lexical features per pair of ``mode`` under ``feature_set``.
+
+    ``overlap``: 3 novelty shares per context text (source and/or reference) + candidate
+    repetition + candidate length (:func:`overlap_features`). ``lexical``: 13 per context text +
+    15 of the candidate alone (:func:`lexical_features`).
 
     Raises:
-        ValueError: unknown mode.
+        ValueError: unknown mode or feature set.
     """
     if mode not in _MULTIPLIER:
         raise ValueError(f"unknown mode '{mode}'; choose from {sorted(_MULTIPLIER)}")
-    return 2 + 3 * (int(NEEDS_SOURCE[mode]) + int(NEEDS_REFERENCE[mode]))
+    if feature_set not in FEATURE_SETS:
+        raise ValueError(f"unknown feature set '{feature_set}'; choose from {list(FEATURE_SETS)}")
+    n_ctx = int(NEEDS_SOURCE[mode]) + int(NEEDS_REFERENCE[mode])
+    if feature_set == "lexical":
+        return len(CANDIDATE_FEATURES) + len(CONTEXT_FEATURES) * n_ctx
+    return 2 + 3 * n_ctx
+
+
+def pair_features(feature_set: str, candidate: str, contexts: list[str]) -> list[float]:
+    """The features of ``feature_set`` (``overlap`` | ``lexical``) of one (candidate, contexts) pair.
+
+    Raises:
+        ValueError: unknown feature set.
+    """
+    if feature_set == "overlap":
+        return overlap_features(candidate, contexts)
+    if feature_set == "lexical":
+        return lexical_features(candidate, contexts)
+    raise ValueError(f"unknown feature set '{feature_set}'; choose from {list(FEATURE_SETS)}")
 
 
 def overlap_features(candidate: str, contexts: list[str]) -> list[float]:
@@ -140,4 +164,139 @@ def overlap_features(candidate: str, contexts: list[str]) -> list[float]:
     tri = _ngrams(cw, 3)
     out.append(1.0 - len(set(tri)) / len(tri) if tri else 0.0)
     out.append(min(1.0, math.log1p(len(cw)) / math.log1p(1024)))
+    return out
+
+
+# ---- the richer lexical set (ModelConfig.feature_set = "lexical") --------------------------------
+#
+# What a judge sees at a glance and a pooled, lower-cased embedding cannot: how the candidate was
+# put together from its context (extractive fragments, Grusky et al. 2018: coverage, density; from
+# where in the source, in which order), and its surface form (casing, detokenisation, truncation,
+# repetition). On SummEval these separate the output styles of summarisers whose ratings differ.
+
+_SENT = re.compile(r"(?<=[.!?])\s+")
+_PRONOUNS = frozenset("he she it they his her their its this these him them".split())
+_SPACED_PUNCT = re.compile(r" [,.;:!?]| 's\b| n't\b")
+_ALPHA = re.compile(r"[A-Za-z]+")
+
+#: names of the per-context features of :func:`lexical_features`, in order (one block per context)
+CONTEXT_FEATURES = ("novel_1", "novel_2", "novel_3", "coverage", "density", "fragments_per_word",
+                    "log_mean_fragment", "short_fragment_share", "longest_fragment_share", "mean_position",
+                    "first_position", "order_inversions", "lead_coverage")
+#: names of the candidate-only features of :func:`lexical_features`, after the context blocks
+CANDIDATE_FEATURES = ("repeated_trigrams", "log_words", "log_sentences", "log_words_per_sentence",
+                      "capitalised_sentences", "capitalised_words", "spaced_punctuation", "latex_quotes",
+                      "bracket_tokens", "unknown_tokens", "ends_with_punctuation", "repeated_sentences",
+                      "max_sentence_overlap", "pronoun_first", "short_sentences")
+
+
+def extractive_fragments(candidate: list[str], context: list[str]) -> list[tuple[int, int]]:
+    """Greedy extractive fragments of a token sequence in its context (Grusky et al. 2018, Newsroom,
+    Alg. 1): scanning the candidate left to right, the longest shared token sequence starting at
+    each position.
+
+    Args: candidate and context token lists. Returns: ``(length, context start)`` per fragment.
+    """
+    where: dict[str, list[int]] = {}
+    for j, t in enumerate(context):
+        where.setdefault(t, []).append(j)
+    out: list[tuple[int, int]] = []
+    i = 0
+    while i < len(candidate):
+        best, at = 0, -1
+        for j in where.get(candidate[i], ()):
+            k = 0
+            while i + k < len(candidate) and j + k < len(context) and candidate[i + k] == context[j + k]:
+                k += 1
+            if k > best:
+                best, at = k, j
+        if best:
+            out.append((best, at))
+            i += best
+        else:
+            i += 1
+    return out
+
+
+def _context_block(cw: list[str], xw: list[str]) -> list[float]:
+    out = []
+    for n in (1, 2, 3):
+        cg = _ngrams(cw, n)
+        have = set(_ngrams(xw, n))
+        out.append(sum(g not in have for g in cg) / len(cg) if cg else 0.0)
+    n_words, n_ctx = max(1, len(cw)), max(1, len(xw))
+    frags = extractive_fragments(cw, xw)
+    lengths = [f for f, _ in frags]
+    long_starts = [j for f, j in frags if f >= 3]
+    inversions = sum(long_starts[k] < long_starts[i] for i in range(len(long_starts))
+                     for k in range(i + 1, len(long_starts)))
+    pairs = len(long_starts) * (len(long_starts) - 1) / 2
+    out += [sum(lengths) / n_words,                                   # coverage
+            min(10.0, sum(f * f for f in lengths) / n_words) / 10.0,  # density (capped at 10 tokens)
+            len(frags) / n_words,
+            math.log1p(sum(lengths) / len(lengths)) if lengths else 0.0,
+            sum(f <= 3 for f in lengths) / len(lengths) if lengths else 0.0,
+            max(lengths, default=0) / n_words,
+            sum(long_starts) / len(long_starts) / n_ctx if long_starts else 1.0,
+            min(long_starts, default=n_ctx) / n_ctx,
+            inversions / pairs if pairs else 0.0,
+            sum(f for f, j in frags if j < 0.2 * n_ctx) / n_words]
+    return out
+
+
+def lexical_features(candidate: str, contexts: list[str]) -> list[float]:
+    """The ``lexical`` feature set of a candidate (names in :data:`CONTEXT_FEATURES` and
+    :data:`CANDIDATE_FEATURES`; most in [0, 1], the ``log_*`` ones unbounded; the model
+    standardises them with training means and deviations).
+
+    Per context text (source, then reference): novel 1/2/3-gram shares (See et al. 2017), and over
+    the greedy extractive fragments (:func:`extractive_fragments`): coverage and density (Grusky et
+    al. 2018; density / 10, capped), fragments per word, log mean fragment length, share of
+    fragments of at most 3 tokens, longest fragment / words, mean and first context position of
+    fragments of 3+ tokens (0 = the start, 1 = none), share of inverted pairs among those
+    fragments' positions (sentence order against the source), share of the candidate copied from
+    the first 20% of the context (lead bias). Then of the candidate alone: repeated-trigram share,
+    log words, log sentences, log words per sentence, share of sentences starting with a capital,
+    share of words with a capital, spaced punctuation per word (`` ,`` `` 's``: tokenised output),
+    LaTeX-style quotes (`````), bracket tokens (``-lrb-``), unknown tokens (``<unk>``), ends with
+    sentence punctuation, repeated sentences, the largest word overlap between two sentences,
+    starts with a pronoun (a dangling reference), share of sentences under 6 words.
+
+    Args:
+        candidate: the candidate text. contexts: 0-2 context texts.
+
+    Returns:
+        ``len(CONTEXT_FEATURES) * len(contexts) + len(CANDIDATE_FEATURES)`` floats.
+    """
+    cw = _words(candidate)
+    out: list[float] = []
+    for ctx in contexts:
+        out += _context_block(cw, _words(ctx))
+    sents = [s for s in _SENT.split(candidate.strip()) if s]
+    sent_words = [_words(s) for s in sents]
+    n_words, n_sents = max(1, len(cw)), max(1, len(sents))
+    tri = _ngrams(cw, 3)
+    alpha = _ALPHA.findall(candidate)
+    overlap = 0.0
+    for i in range(len(sent_words)):
+        for k in range(i + 1, len(sent_words)):
+            a, b = set(sent_words[i]), set(sent_words[k])
+            if a and b:
+                overlap = max(overlap, len(a & b) / min(len(a), len(b)))
+    low = candidate.lower()
+    out += [1.0 - len(set(tri)) / len(tri) if tri else 0.0,
+            math.log1p(len(cw)),
+            math.log1p(len(sents)),
+            math.log1p(len(cw) / n_sents),
+            sum(s[0].isupper() for s in sents) / n_sents if sents else 0.0,
+            sum(any(c.isupper() for c in w) for w in alpha) / len(alpha) if alpha else 0.0,
+            len(_SPACED_PUNCT.findall(candidate)) / n_words,
+            float("``" in candidate or "''" in candidate),
+            float("-lrb-" in low or "-rrb-" in low),
+            float("<unk>" in low or "[unk]" in low),
+            float(candidate.strip()[-1:] in ".!?\"'"),
+            1.0 - len({s.strip().lower() for s in sents}) / n_sents if sents else 0.0,
+            overlap,
+            float(bool(cw) and cw[0] in _PRONOUNS),
+            sum(len(w) < 6 for w in sent_words) / n_sents if sents else 0.0]
     return out

@@ -109,7 +109,7 @@ def predict(
     dtype = resolve_precision(precision, dev)
     builder = BatchBuilder(module.encoder, cfg.mode, cfg.max_length, None, share=share_encodings,
                            chunk_size=batch_size, architecture=cfg.architecture,
-                           source_max_length=cfg.source_max_length, overlap=cfg.overlap_features)
+                           source_max_length=cfg.source_max_length, overlap=cfg.overlap_features and cfg.feature_set)
     aspects = cfg.aspects
     results: list[ScoreResult] = []
     autocast = torch.autocast(dev.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()

@@ -52,17 +52,30 @@ class EvaluationModule(L.LightningModule):
                                      load_weights=load_encoder_weights)
         # the unified cross-encoder's pooled joint embedding is the feature vector itself
         fdim = self.encoder.dim if config.architecture == "unified" else feature_size(config.mode, self.encoder.dim)
-        if config.overlap_features:
-            fdim += overlap_size(config.mode)
+        n_lex = overlap_size(config.mode, config.feature_set) if config.overlap_features else 0
+        self.lexical = config.overlap_features and config.feature_set == "lexical"
+        fdim += n_lex
         k = config.n_classes
         self.heads = nn.ModuleDict({
             spec.aspect: FeedForward(fdim, config.hidden_sizes, k, config.activation, config.dropout)
             for spec in config.labels})
-        # overlap features also reach each head's output through a linear term (wide & deep, Cheng et
-        # al. 2016): the few lexical scalars are not drowned among thousands of embedding features
-        self.overlap_heads = nn.ModuleDict({
-            spec.aspect: nn.Linear(overlap_size(config.mode), k) for spec in config.labels
-        }) if config.overlap_features else None
+        # lexical features also reach each head's output through a term of their own (wide & deep,
+        # Cheng et al. 2016), so that a few scalars are not drowned among thousands of embedding
+        # features: linear for the ``overlap`` set, a small MLP for the ``lexical`` set
+        if not config.overlap_features:
+            self.overlap_heads = None
+        elif self.lexical:
+            self.overlap_heads = nn.ModuleDict({
+                spec.aspect: FeedForward(n_lex, [config.feature_hidden], k, config.activation, config.dropout)
+                for spec in config.labels})
+            # training rows' feature means and deviations (set by init_overlap_heads, saved with the model)
+            self.register_buffer("lex_mean", torch.zeros(n_lex))
+            self.register_buffer("lex_std", torch.ones(n_lex))
+            for head in self.heads.values():  # the deep part starts at 0: the model starts at the wide fit
+                nn.init.zeros_(head.ff[-1].weight)
+                nn.init.zeros_(head.ff[-1].bias)
+        else:
+            self.overlap_heads = nn.ModuleDict({spec.aspect: nn.Linear(n_lex, k) for spec in config.labels})
         self._frozen = False
         self._cache: dict[str, Tensor] = {}
         self.split_layer = 0  # > 0 while training only the layers above it (see freeze_lower)
@@ -72,33 +85,63 @@ class EvaluationModule(L.LightningModule):
         self.history: list[dict] = []
         self._val_scores: dict[str, list[float]] = {}
 
-    @torch.no_grad()
     def init_overlap_heads(self, batch: Batch, ridge: float = 1e-3) -> None:
-        """Start each aspect's linear overlap term at the ridge least-squares fit of the normalised
-        training labels on the overlap features (first reference of each record), so that training
-        begins where a linear model of the lexical features ends; the MLP then learns the residual.
+        """Start the lexical features' output term where a model of the features alone ends; the
+        rest of the model then learns the residual.
+
+        ``overlap`` set: each aspect's linear term starts at the ridge least-squares fit of the
+        normalised training labels on the features. ``lexical`` set: the features' training means
+        and deviations are stored (``lex_mean``/``lex_std``, used to standardise them from then on),
+        and each aspect's feature MLP is fitted alone, full batch, with the model's loss (MSE, the
+        ranking loss of Eq. 3 or both; ``TrainConfig.feature_prefit_steps`` AdamW steps at
+        ``feature_prefit_lr``, weight decay 1e-3).
 
         Args:
-            batch: all training records as one :class:`Batch` (with ``overlap``, ``labels``, ``mask``).
-            ridge: L2 penalty on the weights (not the bias).
+            batch: all training records as one :class:`Batch` (with ``overlap``, ``labels``, ``mask``);
+                each record's first (candidate, reference) pair is used.
+            ridge: L2 penalty on the weights (not the bias) of the linear fit.
 
         Does nothing without overlap features or with the ``ce`` loss (several outputs per aspect).
         """
         if self.overlap_heads is None or self.config.n_classes != 1 or batch.overlap is None:
             return
         first = torch.tensor([sum(batch.pair_counts[:i]) for i in range(len(batch.pair_counts))], dtype=torch.long)
-        x = torch.cat([batch.overlap[first].double(), torch.ones(len(first), 1, dtype=torch.float64)], dim=1)
-        penalty = torch.eye(x.shape[1], dtype=torch.float64) * ridge
-        penalty[-1, -1] = 0.0
-        for k, aspect in enumerate(self.heads):
-            m = batch.mask[:, k]
-            if int(m.sum()) < x.shape[1]:
-                continue
-            xm, y = x[m], batch.labels[m, k].double()
-            w = torch.linalg.solve(xm.T @ xm + penalty, xm.T @ y)
-            lin = self.overlap_heads[aspect]
-            lin.weight.copy_(w[:-1].to(lin.weight.dtype).unsqueeze(0))
-            lin.bias.fill_(float(w[-1]))
+        if self.lexical:
+            self._prefit_lexical(batch.overlap[first], batch)
+            return
+        with torch.no_grad():
+            x = torch.cat([batch.overlap[first].double(), torch.ones(len(first), 1, dtype=torch.float64)], dim=1)
+            penalty = torch.eye(x.shape[1], dtype=torch.float64) * ridge
+            penalty[-1, -1] = 0.0
+            for k, aspect in enumerate(self.heads):
+                m = batch.mask[:, k]
+                if int(m.sum()) < x.shape[1]:
+                    continue
+                xm, y = x[m], batch.labels[m, k].double()
+                w = torch.linalg.solve(xm.T @ xm + penalty, xm.T @ y)
+                lin = self.overlap_heads[aspect]
+                lin.weight.copy_(w[:-1].to(lin.weight.dtype).unsqueeze(0))
+                lin.bias.fill_(float(w[-1]))
+
+    def _prefit_lexical(self, lex: Tensor, batch: Batch) -> None:
+        with torch.no_grad():
+            self.lex_mean.copy_(lex.mean(0))
+            self.lex_std.copy_(lex.std(0, unbiased=False).clamp_min(1e-6))
+        tc = self.train_config
+        if not tc.feature_prefit_steps or not bool(batch.mask.any()):
+            return
+        x = (lex - self.lex_mean) / self.lex_std
+        params = list(self.overlap_heads.parameters())
+        opt = torch.optim.AdamW(params, lr=tc.feature_prefit_lr, weight_decay=1e-3)
+        was = self.training
+        self.overlap_heads.train()
+        for _ in range(tc.feature_prefit_steps):
+            score = torch.cat([self.overlap_heads[a](x) for a in self.heads], dim=1)
+            loss = self._rating_loss(score, None, batch)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        self.overlap_heads.train(was)
 
     # ---- encoding ---------------------------------------------------------------------------
     def freeze_encoder(self) -> None:
@@ -181,6 +224,8 @@ class EvaluationModule(L.LightningModule):
         if batch.overlap is None:
             raise ValueError("this model uses overlap features, but the batch has none (BatchBuilder(overlap=True))")
         lex = batch.overlap.to(feats.dtype)
+        if self.lexical:
+            lex = (lex - self.lex_mean.to(lex.dtype)) / self.lex_std.to(lex.dtype)
         feats = torch.cat([feats, lex], dim=-1)
         return torch.stack([head(feats) + self.overlap_heads[a](lex) for a, head in self.heads.items()], dim=1)
 
@@ -227,6 +272,10 @@ class EvaluationModule(L.LightningModule):
         score, logp = self(batch)
         if getattr(self, "preferences", None) is not None:  # judged pairs (csem.model.preferences), Eq. 3
             return self.preferences.loss(score, batch.ids)
+        return self._rating_loss(score, logp, batch)
+
+    def _rating_loss(self, score: Tensor, logp: Tensor | None, batch: Batch) -> Tensor:
+        """The configured loss of scores ``[B, A]`` (or ``ce`` log-probabilities) against the batch's labels."""
         if self.config.loss == "ce":
             return star_ce_loss(logp, batch.labels, batch.mask)
         if self.config.loss == "pairwise":

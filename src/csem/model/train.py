@@ -143,8 +143,8 @@ def train(
     builder = BatchBuilder(module.encoder, mode, config.max_length, config.labels, share=True,
                            chunk_size=max(8, tc.batch_size), architecture=config.architecture,
                            source_max_length=config.source_max_length,
-                           overlap=config.overlap_features)
-    if config.overlap_features:  # the linear overlap term starts at the least-squares fit
+                           overlap=config.overlap_features and config.feature_set)
+    if config.overlap_features:  # the lexical output term starts at a fit of the features alone
         module.init_overlap_heads(builder(recs))
     sampler = GroupedBatchSampler(recs, tc.batch_size, mode, shuffle=True, seed=tc.seed)
     loader = torch.utils.data.DataLoader(recs, batch_sampler=sampler, collate_fn=builder, num_workers=0)
