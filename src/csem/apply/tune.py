@@ -21,9 +21,11 @@ evaluations (MERT's line search counts one evaluation per interval it scores).
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -284,6 +286,20 @@ def random_search(features: Sequence[np.ndarray], gains: Sequence[np.ndarray], *
             history.append((i + 1, best_v))
     return TuneResult("random", [float(x) for x in best_w], float(best_v), float(start_value), max(1, budget), 0,
                       time.perf_counter() - t0, history)
+
+
+def load_weights_file(path: str | Path) -> tuple[dict[str, float], str | None]:
+    """The weights of a JSON file written by ``csem tune-weights`` (:func:`tune_weights_report`):
+    ``({column: weight}, normalize or None)``.
+
+    Raises:
+        ValueError: not such a file (no ``columns``/``weights``, or not JSON).
+    """
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return dict(zip(data["columns"], data["weights"])), data.get("normalize")
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not a weights file written by `csem tune-weights` ({exc})") from exc
 
 
 def objective_gains(records: Sequence[dict], objective: str, *, judge_cache=None) -> tuple[list[dict], str]:

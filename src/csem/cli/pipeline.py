@@ -1,4 +1,4 @@
-"""``csem run PIPELINE.yaml``: collect -> annotate -> train -> score -> meta-eval [-> seeds] -> report."""
+"""``csem run PIPELINE.yaml``: collect -> annotate -> train -> score -> meta-eval [-> seeds] [-> rerank] -> report."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def run(
     pipeline: str = typer.Argument(..., help="pipeline YAML file, or package:NAME.yaml for a shipped example "
                                               "(summarization.yaml, translation.yaml, instruction-following.yaml)"),
     run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="run folder (default runs/<name>)"),
-    from_stage: Optional[str] = typer.Option(None, "--from", help="force this stage and the later ones: collect, annotate, compare, train, score, meta-eval, seeds, report"),
+    from_stage: Optional[str] = typer.Option(None, "--from", help="force this stage and the later ones: collect, annotate, compare, train, score, meta-eval, seeds, rerank, report"),
 ) -> None:
     """Run a CSEM pipeline; finished stages are skipped (content hash), a half-finished one resumes.
     A judging stage with failed judgments stops the run (exit 3, or 1 when the judge answered nothing);
@@ -57,4 +57,10 @@ def run(
                 s.add_row(r["aspect"], f"{r['scorer']} vs {r['target']}", r["level"], r["method"].capitalize(),
                           fmt(r["mean"]), fmt(r["sd"]), fmt(r["min"]), fmt(r["max"]), str(r["n_seeds"]))
         console.print(s)
+    rr = p.state.data.get("rerank", {}).get("summary") if p.cfg.rerank is not None else None
+    if rr:
+        gains = "; ".join(f"{c} {g['chosen']:.3f} vs N-best mean {g['mean']:.3f} ({g['gain']:+.3f})"
+                          for c, g in rr["gain"].items() if g["sources"])
+        console.print(f"rerank: {rr['sources']} sources, judge score of the chosen candidate: {gains or 'none judged'} "
+                      f"-> {p.run_dir / 'reranked.jsonl'}")
     console.print(f"report: {p.run_dir / 'report.md'} and {p.run_dir / 'report.html'}")

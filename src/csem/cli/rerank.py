@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import List, Optional
 
@@ -27,11 +26,9 @@ def _read(path: Path, col: Optional[List[str]]) -> list[dict]:
 def _weights_arg(weights: Optional[str]):
     """``--weights``: numbers, ``col=w`` pairs, or the JSON file written by ``csem tune-weights``."""
     if weights and Path(weights).is_file():
-        try:
-            data = json.loads(Path(weights).read_text(encoding="utf-8"))
-            return dict(zip(data["columns"], data["weights"])), data.get("normalize")
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise ValueError(f"{weights}: not a weights file written by `csem tune-weights` ({exc})") from exc
+        from csem.apply.tune import load_weights_file
+
+        return load_weights_file(weights)
     return weights, None
 
 

@@ -2,12 +2,16 @@
 
 A pipeline chains the paper's three stages and the checks after them::
 
-    collect -> annotate [-> compare] -> train -> score -> meta-eval [-> seeds] -> report
+    collect -> annotate [-> compare] -> train -> score -> meta-eval [-> seeds] [-> rerank] -> report
 
 With a ``compare`` section the judge also compares pairs of candidates of each training source
 (comparison ranking, CSEM Sec. VI-F) and the student learns from those pairs (Eq. 3) instead of
 from the ratings; the ratings of the annotate stage still choose ``adjacent`` pairs and are what
 the student is measured against on the held-out sources.
+
+With a ``rerank`` section the trained student (or any metric ``csem rerank`` takes) picks one
+candidate per held-out source from the collect stage's N-best lists (CSEM Eq. 7/8; see
+:mod:`csem.pipeline.rerank`).
 
 Relative paths in the file are resolved against the file's folder; ``package:NAME`` names a file
 shipped in ``csem/pipeline/examples``.
@@ -24,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from csem.collect.sampler import GeneratorSpec
 from csem.llm import GenerateConfig
 
-STAGES = ("collect", "annotate", "compare", "train", "score", "meta_eval", "seeds", "report")
+STAGES = ("collect", "annotate", "compare", "train", "score", "meta_eval", "seeds", "rerank", "report")
 EXAMPLES_DIR = Path(__file__).parent / "examples"
 
 
@@ -113,6 +117,55 @@ class TrainStageConfig(_Strict):
         return self
 
 
+def _weights_text_ok(text: str) -> bool:
+    """``w1,w2`` or ``col=w,col=w`` (as ``csem rerank --weights``): every part a number."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    try:
+        for p in parts:
+            float(p.split("=", 1)[1] if "=" in p else p)
+    except ValueError:
+        return False
+    return bool(parts)
+
+
+class RerankConfig(_Strict):
+    """The rerank stage (``csem rerank`` inside the pipeline; :mod:`csem.pipeline.rerank`).
+
+    metrics: what scores the candidates, in order (the features of Eq. 8): ``student`` (the train
+    stage's student, every head; the score stage's columns), ``student#coherence[+relevance]``
+    (only those heads), or anything ``csem rerank --metric`` takes: a score column already in the
+    records (``judge.coherence``), a baseline (``rouge1``, ``chrf``...), ``judge:RUBRIC@URI``, a
+    student folder (relative to the pipeline file). weights: one number per score column, a
+    ``{column: weight}`` mapping (others 0), ``"w1,w2"`` / ``"col=w"`` text, the JSON file written
+    by ``csem tune-weights``, or ``mert``: tuned by MERT (:mod:`csem.apply.tune`) on the training
+    and dev sources' N-best lists to maximise the judge's score of the chosen candidate (mean of
+    the student's judge columns), ``restarts`` and ``seed`` as ``csem tune-weights``; default 1
+    each. normalize: ``none`` | ``zscore`` (per source, per column, before weighting); default
+    the weights file's, else ``none``. sources: ``held-out`` (the test split, default) or ``all``.
+    """
+
+    metrics: list[str] = Field(default_factory=lambda: ["student"], min_length=1)
+    weights: list[float] | dict[str, float] | str | None = None
+    normalize: Literal["none", "zscore"] | None = None
+    sources: Literal["held-out", "all"] = "held-out"
+    restarts: int = Field(5, ge=1)
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _check(self) -> "RerankConfig":
+        blank = [m for m in self.metrics if not m.strip()]
+        if blank:
+            raise ValueError("rerank.metrics has an empty entry")
+        w = self.weights
+        if isinstance(w, str) and w != "mert" and not w.endswith(".json") and not _weights_text_ok(w):
+            raise ValueError(f"rerank.weights '{w}': write numbers (w1,w2), col=w pairs, a weights .json file "
+                             "from `csem tune-weights`, or mert")
+        if w == "mert" and self.sources == "all":
+            raise ValueError("rerank.weights 'mert' tunes on the training and dev sources; rerank.sources 'all' "
+                             "would rerank the sources it was tuned on (use sources: held-out)")
+        return self
+
+
 class PipelineConfig(_Strict):
     """The whole pipeline file."""
 
@@ -123,6 +176,7 @@ class PipelineConfig(_Strict):
     annotate: AnnotateConfig
     compare: CompareConfig | None = None  # comparison annotation: the student learns from judged pairs
     train: TrainStageConfig = Field(default_factory=TrainStageConfig)
+    rerank: RerankConfig | None = None  # rerank the N-best lists with the student after training
     human_cols: list[str] = Field(default_factory=list)  # human.<aspect> columns in the sources, if any
 
     @model_validator(mode="after")

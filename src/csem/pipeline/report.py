@@ -1,8 +1,10 @@
 """The run report of a pipeline: ``report.md`` and ``report.html`` with figures (matplotlib, PNG).
 
 Sections: data sizes (sources, candidates per system), judge cost and time, training curves,
-agreement of the student with the judge (and humans) on held-out sources, throughput, and (with
-``train.seeds``) the spread of that agreement over training seeds.
+agreement of the student with the judge (and humans) on held-out sources, throughput, (with
+``train.seeds``) the spread of that agreement over training seeds, and (with ``rerank``) what the
+rerank stage chose: per source the judge's score of the chosen candidate against the mean judge score
+of its N-best list. Every figure comes from a file a stage wrote in this run.
 """
 
 from __future__ import annotations
@@ -71,6 +73,69 @@ def _seed_lines(run_dir: Path, cfg) -> list[str]:
     ]
 
 
+def _rerank_table(run_dir: Path, cfg, state: dict) -> tuple[list[dict], list[str], list[str]]:
+    """(per-source rows, table columns, judge columns) of the rerank stage, from
+    ``reranked.scores.jsonl``; empty without ``rerank`` or when the stage has not run."""
+    from csem.pipeline.rerank import choice_rows
+
+    if getattr(cfg, "rerank", None) is None or "rerank" not in state or not (run_dir / "reranked.scores.jsonl").exists():
+        return [], [], []
+    judge_cols = state.get("train", {}).get("summary", {}).get("label_cols", [])
+    rows = choice_rows(read_records(run_dir / "reranked.scores.jsonl"), judge_cols)
+    cols = ["doc_id", "candidates", "chosen", "system_id"]
+    for c in judge_cols:
+        cols += [c, f"{c}.mean", f"{c}.best", f"{c}.gain"]
+
+    def fmt(k: str, v):
+        if not isinstance(v, float):
+            return v
+        return f"{v:+.3f}" if k.endswith(".gain") else f"{v:.3f}"
+
+    table = [{k: fmt(k, r[k]) for k in cols} for r in rows]
+    return table, cols, judge_cols
+
+
+def _rerank_lines(run_dir: Path, cfg, state: dict) -> list[str]:
+    """The report's section on the rerank stage; empty without ``rerank`` or before it ran."""
+    from csem.pipeline.rerank import choice_rows, gain_summary
+
+    table, cols, judge_cols = _rerank_table(run_dir, cfg, state)
+    if not cols:
+        return []
+    s = state["rerank"]["summary"]
+    r = cfg.rerank
+    which = "held-out" if r.sources == "held-out" else "all (training sources included: the student saw their judge scores)"
+    weights = ", ".join(f"{c}={w:g}" for c, w in zip(s["columns"], s["weights"]))
+    tuned = s.get("tuned")
+    gains = gain_summary(choice_rows(read_records(run_dir / "reranked.scores.jsonl"), judge_cols), judge_cols)
+    lines = [
+        "## Reranking (rerank stage)",
+        f"- N-best lists of {s['sources']} sources ({which}), {s['candidates']} candidates; metrics "
+        f"{', '.join(r.metrics)}; weights {weights}; normalize `{s['normalize']}`",
+        *([] if not tuned else [
+            f"- weights tuned by MERT on {tuned['sources']} training and dev sources: mean judge score of the chosen "
+            f"candidate {tuned['value']:.3f} there (all weights 1: {tuned['start_value']:.3f}); `rerank_weights.json`"]),
+        *([] if not s.get("no_choice") else [
+            f"- no choice for {len(s['no_choice'])} source(s) (no candidate with every score): "
+            f"{', '.join(map(str, s['no_choice'][:5]))}"]),
+    ]
+    for c in judge_cols:
+        g = gains[c]
+        if g["sources"]:
+            lines.append(f"- {c}: chosen candidate {g['chosen']:.3f} vs N-best mean {g['mean']:.3f} (a random pick), "
+                         f"mean gain {g['gain']:+.3f} over {g['sources']} sources (best in list {g['best']:.3f})")
+        else:
+            lines.append(f"- {c}: no source with a judged chosen candidate; no gain to report")
+    headers = ["source", "candidates", "chosen", "system"]
+    for c in judge_cols:
+        a = aspect_of(c)
+        headers += [f"{c} of the chosen", f"{a}: N-best mean", f"{a}: best", f"{a}: gain"]
+    lines += [markdown_table(table, cols, headers=headers, missing=""), "",
+              "Per source: the judge's score of the chosen candidate, the mean judge score of the source's N-best "
+              "list (what a random pick gets in expectation), its best, and the gain (chosen - mean).", ""]
+    return lines
+
+
 def write_report(run_dir: Path, cfg, state: dict) -> list[Path]:
     """Write ``report.md`` and ``report.html`` (figures embedded) into ``run_dir``; return the paths."""
     run_dir = Path(run_dir)
@@ -118,6 +183,7 @@ def write_report(run_dir: Path, cfg, state: dict) -> list[Path]:
         "",
     ]
     lines += _seed_lines(run_dir, cfg)
+    lines += _rerank_lines(run_dir, cfg, state)
     for title, p in figs:
         lines += [f"![{title}]({p.relative_to(run_dir)})", ""]
     md = "\n".join(lines)
@@ -142,6 +208,9 @@ def write_report(run_dir: Path, cfg, state: dict) -> list[Path]:
     seed_rows = _seed_rows(run_dir, cfg)
     if seed_rows:
         table += "<h2>Spread over training seeds</h2>" + _html_table(seed_rows, SEED_COLUMNS)
+    rerank_rows, rerank_cols, _ = _rerank_table(run_dir, cfg, state)
+    if rerank_cols:
+        table += "<h2>Reranking: chosen candidate per source</h2>" + _html_table(rerank_rows, rerank_cols)
     imgs = "".join(f"<h3>{html.escape(t)}</h3><img src='data:image/png;base64,{base64.b64encode(p.read_bytes()).decode()}'/>"
                    for t, p in figs)
     page = ("<!doctype html><meta charset='utf-8'><title>csem report</title><style>body{font-family:sans-serif;"

@@ -15,6 +15,8 @@ score         score every candidate with the student         ``scored.jsonl``
 meta_eval     student vs judge (and humans) on held-out      ``meta.json``
 seeds         only with ``train.seeds``: one student per     ``seeds.json``
               seed, the spread of its agreement
+rerank        only with ``rerank``: the student picks one    ``reranked.jsonl``,
+              candidate per held-out source (Eq. 7/8)        ``reranked.scores.jsonl``
 report        markdown + HTML report with figures            ``report.md``, ``report.html``
 ============  =============================================  ===========================
 
@@ -28,6 +30,11 @@ With ``compare`` (comparison ranking, CSEM Sec. VI-F) the train stage learns fro
 of the training sources with the ranking loss (Eq. 3, :mod:`csem.model.preferences`; no dev set:
 the last epoch is kept), one head per pairwise rubric's aspect; score and meta_eval then measure
 that student against the annotate stage's ratings of the held-out sources (and the humans).
+
+With ``rerank`` the student (or the metrics listed) reranks the collect stage's N-best lists of the
+held-out sources after the score stage (:mod:`csem.pipeline.rerank`); changing only the ``rerank``
+section re-runs only that stage and the report, which compares the judge's score of each chosen
+candidate with the mean judge score of its list.
 
 A half-finished collect resumes from ``candidates.partial.jsonl``; a half-finished annotate or
 compare resumes from the judge cache ``judge_cache.sqlite``; both keep every finished result. A
@@ -320,6 +327,27 @@ class Pipeline:
                                                  "per_seed": per_seed, "spread": spread})
         return {"seeds": self.cfg.train.seeds, "trained": len(seconds), "seconds_per_seed": seconds}
 
+    def rerank(self) -> dict:
+        """Rerank the N-best lists of ``scored.jsonl`` (held-out sources by default) with
+        ``rerank.metrics``; writes ``reranked.jsonl`` and ``reranked.scores.jsonl``
+        (:func:`csem.pipeline.rerank.run_rerank`)."""
+        from csem.pipeline.rerank import run_rerank
+
+        return run_rerank(read_records(self.run_dir / "scored.jsonl"), self.cfg.rerank, label_cols=self.label_cols(),
+                          base=self.base, run_dir=self.run_dir, judge_cache=self.run_dir / "judge_cache.sqlite")
+
+    def rerank_inputs(self) -> list[Path]:
+        """Files the rerank stage reads besides the run folder's: a weights file, student folders."""
+        from csem.pipeline.rerank import weights_file
+
+        r = self.cfg.rerank
+        paths = [resolve_path(str(weights_file(r)), self.base)] if weights_file(r) is not None else []
+        for spec in r.metrics:
+            p = resolve_path(spec.partition("#")[0], self.base)
+            if spec.partition("#")[0] != "student" and p.is_dir():
+                paths.append(p)
+        return paths
+
     def report(self) -> dict:
         from csem.pipeline.report import write_report
 
@@ -370,7 +398,12 @@ class Pipeline:
         ]
         if c.train.seeds:
             plan.append(("seeds", {"seeds": c.train.seeds}, ["meta_eval"], [], ["seeds.json"], self.seeds))
-        plan.append(("report", {}, ["meta_eval", *(["seeds"] if c.train.seeds else [])], [],
+        if c.rerank is not None:
+            plan.append(("rerank", {"rerank": c.rerank.model_dump()}, ["score"], self.rerank_inputs(),
+                         ["reranked.jsonl", "reranked.scores.jsonl",
+                          *(["rerank_weights.json"] if c.rerank.weights == "mert" else [])], self.rerank))
+        plan.append(("report", {}, ["meta_eval", *(["seeds"] if c.train.seeds else []),
+                                    *(["rerank"] if c.rerank is not None else [])], [],
                      ["report.md", "report.html"], self.report))
         for name, settings, upstream, inputs, outputs, fn in plan:
             self._stage(name, settings, upstream, inputs, outputs, fn, force=name in forced)
