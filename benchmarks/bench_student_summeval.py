@@ -46,12 +46,13 @@ STAGES = ("speed", "cv", "baselines", "students", "disjoint", "curve", "throughp
 # cached lower-layer states) unless it says otherwise; lr = encoder, head_lr = head; batches of 32
 # rows unless it says otherwise; overlap features only where named. The winner became csem train's
 # default.
-def recipe(lr: float, head_lr: float = 1e-3, loss: str = "mse+pairwise", overlap: bool = False, batch: int = 32,
+def recipe(lr: float, head_lr: float = 1e-3, loss: str = "mse+pairwise", overlap: bool | str = False, batch: int = 32,
            layers: int = 2, **model) -> tuple[dict, dict]:
     """(ModelConfig fields, TrainConfig fields) of a recipe: bi-encoder with 256-token sources unless
-    ``model`` says otherwise."""
-    return ({"architecture": "bi-encoder", "source_max_length": 256, "loss": loss, "overlap_features": overlap,
-             **model}, {"lr": lr, "head_lr": head_lr, "train_layers": layers, "batch_size": batch})
+    ``model`` says otherwise; ``overlap``: False, True (the ``overlap`` feature set) or a feature-set name."""
+    return ({"architecture": "bi-encoder", "source_max_length": 256, "loss": loss, "overlap_features": bool(overlap),
+             "feature_set": overlap if isinstance(overlap, str) else "overlap", **model},
+            {"lr": lr, "head_lr": head_lr, "train_layers": layers, "batch_size": batch})
 
 
 RECIPES: dict[str, tuple[dict, dict]] = {
@@ -74,6 +75,13 @@ RECIPES: dict[str, tuple[dict, dict]] = {
     "frozen encoder (head only), mse+pairwise, overlap features, batch 12": recipe(1e-3, overlap=True, batch=12, layers=0),
     "mpnet bi-encoder, top 2 layers, mse+pairwise, lr 1e-3, overlap features, batch 12":
         recipe(1e-3, overlap=True, batch=12, encoder="mpnet"),
+    # fifth round: the richer lexical set (extractive fragments, source positions, surface form),
+    # standardised, into a feature MLP pre-fitted alone before the whole model trains
+    "bi-encoder, top 2 layers, mse+pairwise, lr 1e-3, lexical features, batch 12": recipe(1e-3, overlap="lexical", batch=12),
+    "bi-encoder, top 2 layers, mse+pairwise, lr 1e-4, head lr 1e-4, lexical features, batch 12":
+        recipe(1e-4, head_lr=1e-4, overlap="lexical", batch=12),
+    "frozen encoder (head only), mse+pairwise, lexical features, batch 12": recipe(1e-3, overlap="lexical", batch=12, layers=0),
+    "bi-encoder, top 2 layers, mse, lr 1e-3, lexical features, batch 12": recipe(1e-3, loss="mse", overlap="lexical", batch=12),
 }
 
 
@@ -303,6 +311,31 @@ def stage_cv(b: Bench, train: list[dict]) -> None:
 
 EXTRACTIVE = "extractiveness (share of the summary's trigrams found in the source)"
 OVERLAP_LS = "overlap features alone (least squares on GPT-4 labels: novel 1-3-gram shares, repetition, length)"
+LEXICAL_MLP = ("lexical features alone (the student's pre-fitted feature MLP on GPT-4 labels, no encoder: "
+               "fragments, positions, surface form)")
+
+
+def lexical_mlp(train, test, seed: int = 12) -> list[dict]:
+    """The ``lexical`` student's wide part alone: its feature MLP pre-fitted on the training labels
+    (``EvaluationModule.init_overlap_heads``), no encoder; ``metric.lexmlp.<aspect>`` on copies of ``test``."""
+    import lightning as L
+    import torch
+
+    from csem.model import LabelSpec, ModelConfig, TrainConfig
+    from csem.model.batching import BatchBuilder
+    from csem.model.module import EvaluationModule
+
+    L.seed_everything(seed, verbose=False)
+    specs = [LabelSpec(aspect=a, column=f"judge.{a}", min=1, max=5) for a in ASPECTS]
+    cfg = ModelConfig(name="lexmlp", feature_set="lexical", labels=specs)
+    module = EvaluationModule(cfg, TrainConfig(seed=seed))
+    build = lambda recs, labels: BatchBuilder(module.encoder, "ref-free", 32, labels, overlap="lexical")(recs)  # noqa: E731
+    module.init_overlap_heads(build(train, specs))
+    module.eval()
+    with torch.no_grad():
+        lex = (build(test, None).overlap - module.lex_mean) / module.lex_std
+        out = module.denormalise(torch.cat([module.overlap_heads[a](lex) for a in ASPECTS], dim=1))
+    return [dict(r, **{f"metric.lexmlp.{a}": float(v) for a, v in zip(ASPECTS, row)}) for r, row in zip(test, out)]
 
 
 def lexical_baselines(train, test, suffix: str = "", human=lambda a: f"human.{a}") -> dict:
@@ -321,8 +354,10 @@ def lexical_baselines(train, test, suffix: str = "", human=lambda a: f"human.{a}
         w, *_ = np.linalg.lstsq(x_tr[ok], y[ok], rcond=None)
         for r, v in zip(te, x_te @ w):
             r[f"metric.ls.{a}"] = float(v)
+    mlp = lexical_mlp(train, test)
     return {EXTRACTIVE + suffix: aspect_rows(te, lambda a: "metric.extractive", human=human),
-            OVERLAP_LS + suffix: aspect_rows(te, lambda a: f"metric.ls.{a}", human=human)}
+            OVERLAP_LS + suffix: aspect_rows(te, lambda a: f"metric.ls.{a}", human=human),
+            LEXICAL_MLP + suffix: aspect_rows(mlp, lambda a: f"metric.lexmlp.{a}", human=human)}
 
 
 def stage_baselines(b: Bench, train, test) -> None:

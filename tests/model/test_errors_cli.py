@@ -147,3 +147,16 @@ def test_cli_errors_are_clear(cli, tmp_path):
     assert not (tmp_path / "m").exists()  # nothing written
     res = runner.invoke(cli, ["score", "--model", str(tmp_path / "nope"), "--data", str(data), "--out", str(tmp_path / "o.jsonl")])
     assert res.exit_code == 2 and "no 'config.json'" in res.output
+
+
+def test_train_feature_set_option(cli, tiny_encoder, train_records, tmp_path):
+    """`--feature-set overlap` trains the linear overlap set; an unknown set is a one-line error, exit 2."""
+    data = tmp_path / "labelled.jsonl"
+    write_records(train_records, data)
+    common = ["train", "--data", str(data), "--label-col", "judge.quality", "--epochs", "1", "--hidden-sizes", "16",
+              "--max-length", "32", "--threads", "1", "--encoder", str(tiny_encoder), "--label-range", "1,5"]
+    res = CliRunner().invoke(cli, common + ["--out", str(tmp_path / "m"), "--feature-set", "overlap"])
+    assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "m" / "config.json").read_text())["feature_set"] == "overlap"
+    res = CliRunner().invoke(cli, common + ["--out", str(tmp_path / "bad"), "--feature-set", "bogus"])
+    assert res.exit_code == 2 and "feature_set" in res.output and "Traceback" not in res.output

@@ -53,9 +53,11 @@ def train(
     source_max_length: Optional[int] = typer.Option(None, help="bi-encoder: tokens kept of the source"),
     ref_aggregation: str = typer.Option("max", help="several references: max | mean of the per-reference scores"),
     overlap_features: Optional[bool] = typer.Option(None, "--overlap-features/--no-overlap-features",
-                                                    help="lexical overlap features (novel n-gram shares, "
-                                                    "repetition, length) into each head: its input and a linear term "
-                                                    "started at the least-squares fit; default: on"),
+                                                    help="lexical features into each head: its input and an "
+                                                    "output term fitted on the features first; default: on"),
+    feature_set: Optional[str] = typer.Option(None, help="lexical features: lexical (novel n-grams, extractive "
+                                              "fragments, source positions, surface form; an MLP term, the "
+                                              "default) | overlap (novel n-grams, repetition, length; a linear term)"),
     epochs: Optional[int] = typer.Option(None, help="maximum epochs (default: TrainConfig's)"),
     batch_size: Optional[int] = typer.Option(None, help="rows per step (default: TrainConfig's)"),
     lr: Optional[float] = typer.Option(None, help="encoder learning rate (default: TrainConfig's)"),
@@ -142,7 +144,8 @@ def train(
         name=name, encoder=encoder, pooling=pooling, mode=mode, loss=loss, architecture=architecture,
         hidden_sizes=[int(h) for h in hidden_sizes.split(",") if h.strip()] if hidden_sizes else None,
         activation=activation, dropout=dropout, max_length=max_length, source_max_length=source_max_length,
-        pairwise_weight=pairwise_weight, ref_aggregation=ref_aggregation, overlap_features=overlap_features))
+        pairwise_weight=pairwise_weight, ref_aggregation=ref_aggregation, overlap_features=overlap_features,
+        feature_set=feature_set))
     tc = TrainConfig(**given(
         lr=lr, head_lr=head_lr, batch_size=batch_size, max_epochs=epochs, patience=patience,
         frozen_epochs=frozen_epochs, layerwise_decay=layerwise_decay, gradient_clip=gradient_clip,
