@@ -13,6 +13,10 @@ Stages (``--stages``, default all, in this order; each writes its figures as it 
   cv          grouped k-fold cross-validation over the TRAINING documents only: each recipe's
               held-out correlation with the GPT-4 labels (the choice criterion) and with the
               experts, per epoch; the system prior inside the same folds; results/student_cv.*
+  syscv       cross-validation with SYSTEMS held out, still on the training documents only (3 folds
+              of 4 systems: train on the other 8 systems' rows, score the held-out systems' rows of
+              the same documents): what document folds cannot see, a recipe that learns the 12
+              systems' styles rather than quality; a recipe that loses to REFERENCE here is not chosen
   baselines   the teacher, the system prior (each summary scored by its system's mean GPT-4
               rating over the training documents), ROUGE-1, BERTScore (standard split)
   students    the recipes trained on all training documents for their cross-validated number of
@@ -40,7 +44,9 @@ from harness import (ASPECTS, CACHE, aspect_rows, fmt, log, machine, markdown_ta
 
 TEACHER = "GPT-4 teacher (gpt-4-0314 rts)"
 PRIOR = "system prior (mean GPT-4 rating of the system on the training documents)"
-STAGES = ("speed", "cv", "baselines", "students", "disjoint", "curve", "throughput")
+STAGES = ("speed", "cv", "syscv", "baselines", "students", "disjoint", "curve", "throughput")
+#: the default before the lexical feature set; a new default must not lose to it when systems are held out
+REFERENCE = "bi-encoder, top 2 layers, mse+pairwise, lr 1e-3, overlap features, batch 12"
 
 # The recipes compared by cross-validation. Every one fine-tunes the encoder (top layers over
 # cached lower-layer states) unless it says otherwise; lr = encoder, head_lr = head; batches of 32
@@ -248,12 +254,55 @@ def stage_speed(b: Bench, train: list[dict]) -> None:
 TIE = 0.001  # held-out Spearman differences below this are ties
 
 
-def choose(recipes: dict) -> str:
+def choose(recipes: dict, system_cv: dict | None = None) -> str:
     """The recipe with the highest held-out Spearman with the labels (at its best epoch); recipes
-    within ``TIE`` of it tie, and the cheapest of them (seconds per epoch) is chosen."""
-    score = {n: r["per_epoch"][str(r["best_epoch"])]["label"]["spearman"] for n, r in recipes.items()}
+    within ``TIE`` of it tie, and the cheapest of them (seconds per epoch) is chosen. With
+    ``system_cv`` (stage ``syscv``), a recipe cross-validated there that does worse than
+    :data:`REFERENCE` with systems held out (labels, by more than ``TIE``) is not eligible."""
+    eligible = dict(recipes)
+    sys_res = (system_cv or {}).get("recipes", {})
+    if REFERENCE in sys_res:
+        ref = sys_res[REFERENCE]["label"]
+        eligible = {n: r for n, r in recipes.items() if n not in sys_res or sys_res[n]["label"] >= ref - TIE}
+    score = {n: r["per_epoch"][str(r["best_epoch"])]["label"]["spearman"] for n, r in eligible.items()}
     top = max(score.values())
-    return min((n for n in recipes if score[n] >= top - TIE), key=lambda n: recipes[n]["seconds_per_epoch"])
+    return min((n for n in eligible if score[n] >= top - TIE), key=lambda n: eligible[n]["seconds_per_epoch"])
+
+
+def stage_syscv(b: Bench, train: list[dict]) -> None:
+    """Systems held out, training documents only (see the module docstring); ``b.cv["system_cv"]``."""
+    args = b.args
+    systems = sorted({r["system_id"] for r in train}, key=lambda s: int(s.lstrip("M")))
+    random.Random(args.seed).shuffle(systems)
+    folds = [sorted(systems[i::3]) for i in range(3)]
+    names = [n.strip() for n in args.recipes.split(";") if n.strip()] if args.recipes else [REFERENCE]
+    if REFERENCE not in names:
+        names.insert(0, REFERENCE)
+    res: dict[str, list[tuple[float, float]]] = {}
+    for held in folds:
+        tr = [r for r in train if r["system_id"] not in held]
+        dv = [dict(r) for r in train if r["system_id"] in held]
+        by_label = lexical_baselines(tr, dv, human=lambda a: f"judge.{a}")
+        by_human = lexical_baselines(tr, dv)
+        for n in by_label:
+            res.setdefault(n, []).append((by_label[n]["average"]["spearman"], by_human[n]["average"]["spearman"]))
+        for name in names:
+            cfg, tc = configs(name, args, cv_epochs(b, name))
+            model, _ = train_student(tr, [f"judge.{a}" for a in ASPECTS], cfg, tc)
+            sc = model.score_records(dv, name="s", batch_size=32)
+            res.setdefault(name, []).append(
+                (aspect_rows(sc, lambda a: "metric.s." + a, human=lambda a: f"judge.{a}")["average"]["spearman"],
+                 aspect_rows(sc, lambda a: "metric.s." + a)["average"]["spearman"]))
+            log(f"syscv {name} held {held}: {res[name][-1]}")
+    b.cv["system_cv"] = {
+        "folds": folds, "machine": machine(), "run": now(),
+        "baselines": {n: {"label": statistics.fmean(x for x, _ in v), "human": statistics.fmean(y for _, y in v),
+                          "per_fold": v} for n, v in res.items() if n not in names},
+        "recipes": {n: {"label": statistics.fmean(x for x, _ in res[n]), "human": statistics.fmean(y for _, y in res[n]),
+                        "per_fold": res[n], "epochs": cv_epochs(b, n)} for n in names}}
+    if b.cv.get("recipes"):
+        b.cv["chosen"] = choose(b.cv["recipes"], b.cv["system_cv"])
+        log(f"cv chosen (documents and systems held out): {b.cv['chosen']}")
 
 
 def stage_cv(b: Bench, train: list[dict]) -> None:
@@ -304,7 +353,7 @@ def stage_cv(b: Bench, train: list[dict]) -> None:
             f"{(best['human'] or {}).get('spearman', math.nan):.3f} ({res.seconds:.0f} s)")
         b.save()
     if b.cv["recipes"]:
-        b.cv["chosen"] = chosen = choose(b.cv["recipes"])
+        b.cv["chosen"] = chosen = choose(b.cv["recipes"], b.cv.get("system_cv"))
         log(f"cv chosen: {chosen}")
     b.save()
 
@@ -632,9 +681,20 @@ def render_cv(cv: dict) -> list[str]:
                      fmt(h.get("spearman")), fmt(h.get("kendall")), f"{r['seconds_per_epoch']:.0f}"])
     lines += [markdown_table(rows, ["recipe", "best epoch", "Spearman vs GPT-4 labels (± sd over folds)",
                                     "Spearman vs experts", "Kendall vs experts", "s/epoch (fold)"]), ""]
+    sc = cv.get("system_cv")
+    if sc:
+        lines += ["## Systems held out (training documents only)", "",
+                  "3 folds of 4 systems (" + "; ".join(", ".join(f) for f in sc["folds"]) + "): trained on the other 8 "
+                  "systems' rows of documents 0-49, scored on the held-out systems' rows of the same documents "
+                  f"(summary-level over 4 systems per document); {sc.get('machine')}; {sc.get('run')}. Document folds "
+                  "cannot see a recipe that learns the 12 systems' styles rather than quality; this can.", "",
+                  markdown_table([[n, fmt(v["label"]), fmt(v["human"])] for n, v in
+                                  list(sc["baselines"].items()) + list(sc["recipes"].items())],
+                                 ["recipe", "Spearman vs GPT-4 labels", "Spearman vs experts"]), ""]
     if cv.get("chosen"):
-        lines += [f"Chosen: **{cv['chosen']}** (highest held-out Spearman with the GPT-4 labels; recipes within "
-                  f"{TIE} of it tie and the cheapest per epoch wins).", ""]
+        lines += [f"Chosen: **{cv['chosen']}** (highest held-out Spearman with the GPT-4 labels among the recipes "
+                  f"that do not lose to '{REFERENCE}' with systems held out; recipes within {TIE} of it tie and the "
+                  "cheapest per epoch wins).", ""]
     for name, r in cv.get("recipes", {}).items():
         lines += [f"### {name}", "", markdown_table(
             [[e, fmt(v["label"]["spearman"]), fmt((v.get("human") or {}).get("spearman"))]
@@ -683,6 +743,8 @@ def main() -> int:
             stage_speed(b, train)
         elif s == "cv":
             stage_cv(b, train)
+        elif s == "syscv":
+            stage_syscv(b, train)
         elif s == "baselines":
             stage_baselines(b, train, test)
         elif s == "students":
