@@ -101,13 +101,16 @@ class EvaluationModule(L.LightningModule):
                 each record's first (candidate, reference) pair is used.
             ridge: L2 penalty on the weights (not the bias) of the linear fit.
 
-        Does nothing without overlap features or with the ``ce`` loss (several outputs per aspect).
+        Does nothing without overlap features; with the ``ce`` loss (several outputs per aspect) only
+        the ``lexical`` set's means and deviations are stored.
         """
-        if self.overlap_heads is None or self.config.n_classes != 1 or batch.overlap is None:
+        if self.overlap_heads is None or batch.overlap is None:
             return
         first = torch.tensor([sum(batch.pair_counts[:i]) for i in range(len(batch.pair_counts))], dtype=torch.long)
         if self.lexical:
             self._prefit_lexical(batch.overlap[first], batch)
+            return
+        if self.config.n_classes != 1:
             return
         with torch.no_grad():
             x = torch.cat([batch.overlap[first].double(), torch.ones(len(first), 1, dtype=torch.float64)], dim=1)
@@ -128,7 +131,7 @@ class EvaluationModule(L.LightningModule):
             self.lex_mean.copy_(lex.mean(0))
             self.lex_std.copy_(lex.std(0, unbiased=False).clamp_min(1e-6))
         tc = self.train_config
-        if not tc.feature_prefit_steps or not bool(batch.mask.any()):
+        if not tc.feature_prefit_steps or self.config.n_classes != 1 or not bool(batch.mask.any()):
             return
         x = (lex - self.lex_mean) / self.lex_std
         params = list(self.overlap_heads.parameters())
