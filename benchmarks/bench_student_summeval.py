@@ -257,13 +257,14 @@ TIE = 0.001  # held-out Spearman differences below this are ties
 def choose(recipes: dict, system_cv: dict | None = None) -> str:
     """The recipe with the highest held-out Spearman with the labels (at its best epoch); recipes
     within ``TIE`` of it tie, and the cheapest of them (seconds per epoch) is chosen. With
-    ``system_cv`` (stage ``syscv``), a recipe cross-validated there that does worse than
-    :data:`REFERENCE` with systems held out (labels, by more than ``TIE``) is not eligible."""
+    ``system_cv`` (stage ``syscv``), only recipes cross-validated there too are eligible, and of
+    those only the ones not worse than :data:`REFERENCE` with systems held out (labels, by more
+    than ``TIE``)."""
     eligible = dict(recipes)
     sys_res = (system_cv or {}).get("recipes", {})
-    if REFERENCE in sys_res:
+    if REFERENCE in sys_res:  # only recipes checked with systems held out, and not worse there than REFERENCE
         ref = sys_res[REFERENCE]["label"]
-        eligible = {n: r for n, r in recipes.items() if n not in sys_res or sys_res[n]["label"] >= ref - TIE}
+        eligible = {n: r for n, r in recipes.items() if n in sys_res and sys_res[n]["label"] >= ref - TIE}
     score = {n: r["per_epoch"][str(r["best_epoch"])]["label"]["spearman"] for n, r in eligible.items()}
     top = max(score.values())
     return min((n for n in eligible if score[n] >= top - TIE), key=lambda n: eligible[n]["seconds_per_epoch"])
@@ -278,15 +279,21 @@ def stage_syscv(b: Bench, train: list[dict]) -> None:
     names = [n.strip() for n in args.recipes.split(";") if n.strip()] if args.recipes else [REFERENCE]
     if REFERENCE not in names:
         names.insert(0, REFERENCE)
+    old = (b.cv.get("system_cv") or {}) if args.resume else {}
+    kept = {n: r for n, r in old.get("recipes", {}).items() if old.get("folds") == folds}
     res: dict[str, list[tuple[float, float]]] = {}
-    for held in folds:
-        tr = [r for r in train if r["system_id"] not in held]
-        dv = [dict(r) for r in train if r["system_id"] in held]
+    splits = [([r for r in train if r["system_id"] not in held], [dict(r) for r in train if r["system_id"] in held])
+              for held in folds]
+    for tr, dv in splits:
         by_label = lexical_baselines(tr, dv, human=lambda a: f"judge.{a}")
         by_human = lexical_baselines(tr, dv)
         for n in by_label:
             res.setdefault(n, []).append((by_label[n]["average"]["spearman"], by_human[n]["average"]["spearman"]))
-        for name in names:
+    for name in names:
+        if name in kept:
+            log(f"syscv {name}: kept")
+            continue
+        for held, (tr, dv) in zip(folds, splits):
             cfg, tc = configs(name, args, cv_epochs(b, name))
             model, _ = train_student(tr, [f"judge.{a}" for a in ASPECTS], cfg, tc)
             sc = model.score_records(dv, name="s", batch_size=32)
@@ -294,12 +301,14 @@ def stage_syscv(b: Bench, train: list[dict]) -> None:
                 (aspect_rows(sc, lambda a: "metric.s." + a, human=lambda a: f"judge.{a}")["average"]["spearman"],
                  aspect_rows(sc, lambda a: "metric.s." + a)["average"]["spearman"]))
             log(f"syscv {name} held {held}: {res[name][-1]}")
+    recipes = dict(kept)
+    recipes.update({n: {"label": statistics.fmean(x for x, _ in res[n]), "human": statistics.fmean(y for _, y in res[n]),
+                        "per_fold": res[n], "epochs": cv_epochs(b, n)} for n in names if n in res})
     b.cv["system_cv"] = {
         "folds": folds, "machine": machine(), "run": now(),
         "baselines": {n: {"label": statistics.fmean(x for x, _ in v), "human": statistics.fmean(y for _, y in v),
                           "per_fold": v} for n, v in res.items() if n not in names},
-        "recipes": {n: {"label": statistics.fmean(x for x, _ in res[n]), "human": statistics.fmean(y for _, y in res[n]),
-                        "per_fold": res[n], "epochs": cv_epochs(b, n)} for n in names}}
+        "recipes": recipes}
     if b.cv.get("recipes"):
         b.cv["chosen"] = choose(b.cv["recipes"], b.cv["system_cv"])
         log(f"cv chosen (documents and systems held out): {b.cv['chosen']}")
@@ -520,8 +529,9 @@ def stage_curve(b: Bench, train, test) -> None:
     args = b.args
     name = b.cv.get("chosen") or next(iter(RECIPES))
     docs = sorted({r["doc_id"] for r in train})
-    b.data["learning_curve"] = [e for e in b.data["learning_curve"] if e.get("recipe") == name] if args.resume else []
-    done = {e["docs"] for e in b.data["learning_curve"]}
+    if not args.resume:  # with --resume the curves of earlier chosen recipes stay beside this one's
+        b.data["learning_curve"] = []
+    done = {e["docs"] for e in b.data["learning_curve"] if e.get("recipe") == name}
     for n in [int(x) for x in args.curve.split(",") if x]:
         if n in done or n > len(docs):
             continue
@@ -652,9 +662,9 @@ def render(d: dict) -> list[str]:
             lines.append(f"COMET not timed: {t['COMET error']}")
         lines.append("")
     if d.get("learning_curve"):
-        lines += ["## Learning curve (the chosen recipe; test average)", "",
-                  markdown_table([[e["docs"], e["records"], fmt(e.get("spearman")), fmt(e.get("kendall"))]
-                                  for e in d["learning_curve"]], ["train docs", "rows", "Spearman", "Kendall"]), ""]
+        lines += ["## Learning curve (chosen recipes; test average)", "",
+                  markdown_table([[e.get("recipe", "-"), e["docs"], e["records"], fmt(e.get("spearman")), fmt(e.get("kendall"))]
+                                  for e in d["learning_curve"]], ["recipe", "train docs", "rows", "Spearman", "Kendall"]), ""]
     if d.get("runs"):
         lines += ["## Training runs", "",
                   markdown_table([[k, v.get("epochs"), f"{v.get('train_s', 0):.0f}"] for k, v in d["runs"].items()],
