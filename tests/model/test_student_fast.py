@@ -328,3 +328,15 @@ def test_overlap_term_starts_at_least_squares(tiny_encoder, train_records):
     lin = module.overlap_heads["quality"]
     assert np.allclose(lin.weight.detach().numpy()[0], w[:-1], atol=1e-4)
     assert abs(float(lin.bias.detach()) - w[-1]) < 1e-4
+
+
+def test_lexical_features_read_bounded_prefixes():
+    """A huge candidate or source is read up to the caps: the features equal those of the capped texts."""
+    from csem.model.features import MAX_CANDIDATE_WORDS, MAX_CONTEXT_WORDS, lexical_features
+
+    words = [f"w{i % 997}" for i in range(3 * MAX_CONTEXT_WORDS)]
+    cand, src = " ".join(words[:3 * MAX_CANDIDATE_WORDS]), " ".join(reversed(words))
+    capped = lexical_features(" ".join(words[:MAX_CANDIDATE_WORDS]), [" ".join(list(reversed(words))[:MAX_CONTEXT_WORDS])])
+    full = lexical_features(cand, [src])
+    assert full[:13] == capped[:13]  # the context block reads the same prefixes
+    assert len(full) == len(capped)

@@ -156,15 +156,26 @@ def overlap_features(candidate: str, contexts: list[str]) -> list[float]:
     cw = _words(candidate)
     out: list[float] = []
     for ctx in contexts:
-        xw = _words(ctx)
-        for n in (1, 2, 3):
-            cg = _ngrams(cw, n)
-            have = set(_ngrams(xw, n))
-            out.append(sum(g not in have for g in cg) / len(cg) if cg else 0.0)
-    tri = _ngrams(cw, 3)
-    out.append(1.0 - len(set(tri)) / len(tri) if tri else 0.0)
+        out += _novelty(cw, _words(ctx))
+    out.append(_repetition(cw))
     out.append(min(1.0, math.log1p(len(cw)) / math.log1p(1024)))
     return out
+
+
+def _novelty(cw: list[str], xw: list[str]) -> list[float]:
+    """Shares of the candidate's 1-, 2- and 3-grams absent from the context (0 for none)."""
+    out = []
+    for n in (1, 2, 3):
+        cg = _ngrams(cw, n)
+        have = set(_ngrams(xw, n))
+        out.append(sum(g not in have for g in cg) / len(cg) if cg else 0.0)
+    return out
+
+
+def _repetition(cw: list[str]) -> float:
+    """Share of the candidate's trigrams that repeat an earlier one (0 for none)."""
+    tri = _ngrams(cw, 3)
+    return 1.0 - len(set(tri)) / len(tri) if tri else 0.0
 
 
 # ---- the richer lexical set (ModelConfig.feature_set = "lexical") --------------------------------
@@ -178,6 +189,9 @@ _SENT = re.compile(r"(?<=[.!?])\s+")
 _PRONOUNS = frozenset("he she it they his her their its this these him them".split())
 _SPACED_PUNCT = re.compile(r" [,.;:!?]| 's\b| n't\b")
 _ALPHA = re.compile(r"[A-Za-z]+")
+#: tokens of each text the ``lexical`` set reads (the fragment search is quadratic in the worst
+#: case; a student's encoder reads far fewer tokens than this)
+MAX_CANDIDATE_WORDS, MAX_CONTEXT_WORDS, MAX_SENTENCES = 1024, 4096, 64
 
 #: names of the per-context features of :func:`lexical_features`, in order (one block per context)
 CONTEXT_FEATURES = ("novel_1", "novel_2", "novel_3", "coverage", "density", "fragments_per_word",
@@ -219,11 +233,7 @@ def extractive_fragments(candidate: list[str], context: list[str]) -> list[tuple
 
 
 def _context_block(cw: list[str], xw: list[str]) -> list[float]:
-    out = []
-    for n in (1, 2, 3):
-        cg = _ngrams(cw, n)
-        have = set(_ngrams(xw, n))
-        out.append(sum(g not in have for g in cg) / len(cg) if cg else 0.0)
+    out = _novelty(cw, xw)
     n_words, n_ctx = max(1, len(cw)), max(1, len(xw))
     frags = extractive_fragments(cw, xw)
     lengths = [f for f, _ in frags]
@@ -263,28 +273,29 @@ def lexical_features(candidate: str, contexts: list[str]) -> list[float]:
     starts with a pronoun (a dangling reference), share of sentences under 6 words.
 
     Args:
-        candidate: the candidate text. contexts: 0-2 context texts.
+        candidate: the candidate text (its first ``MAX_CANDIDATE_WORDS`` tokens are read).
+        contexts: 0-2 context texts (their first ``MAX_CONTEXT_WORDS`` tokens).
 
     Returns:
         ``len(CONTEXT_FEATURES) * len(contexts) + len(CANDIDATE_FEATURES)`` floats.
     """
-    cw = _words(candidate)
+    cw = _words(candidate)[:MAX_CANDIDATE_WORDS]
     out: list[float] = []
     for ctx in contexts:
-        out += _context_block(cw, _words(ctx))
+        out += _context_block(cw, _words(ctx)[:MAX_CONTEXT_WORDS])
     sents = [s for s in _SENT.split(candidate.strip()) if s]
     sent_words = [_words(s) for s in sents]
     n_words, n_sents = max(1, len(cw)), max(1, len(sents))
-    tri = _ngrams(cw, 3)
     alpha = _ALPHA.findall(candidate)
     overlap = 0.0
-    for i in range(len(sent_words)):
-        for k in range(i + 1, len(sent_words)):
-            a, b = set(sent_words[i]), set(sent_words[k])
+    first = sent_words[:MAX_SENTENCES]  # pairs of the first sentences only (quadratic)
+    for i in range(len(first)):
+        for k in range(i + 1, len(first)):
+            a, b = set(first[i]), set(first[k])
             if a and b:
                 overlap = max(overlap, len(a & b) / min(len(a), len(b)))
     low = candidate.lower()
-    out += [1.0 - len(set(tri)) / len(tri) if tri else 0.0,
+    out += [_repetition(cw),
             math.log1p(len(cw)),
             math.log1p(len(sents)),
             math.log1p(len(cw) / n_sents),
