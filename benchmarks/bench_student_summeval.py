@@ -23,6 +23,12 @@ Stages (``--stages``, default all, in this order; each writes its figures as it 
               epochs, scored on the test documents (and the expert-label ceiling)
   disjoint    the system-disjoint split: 6 systems (seeded) for training, the other 6 for testing
   curve       learning curve of the default recipe over the number of training documents
+  limits      what limits a text-only student on the standard split: how far knowing each system's mean
+              quality goes (the systems' mean EXPERT ratings on the training documents), how well the
+              system can be told from the summary's text alone (a classifier of the 12 systems on the
+              lexical features, trained on the training documents: accuracy on the test documents, and
+              the system prior read through its prediction), and the training documents the
+              learning curves would need to reach the prior (log-linear fit)
   throughput  scoring speed on test summaries: bi-encoder, unified cross-encoder, and
               unbabel-comet 2.2.7 on the same MiniLM folder in its own venv (comet_speed.py)
 
@@ -44,7 +50,7 @@ from harness import (ASPECTS, CACHE, aspect_rows, fmt, log, machine, markdown_ta
 
 TEACHER = "GPT-4 teacher (gpt-4-0314 rts)"
 PRIOR = "system prior (mean GPT-4 rating of the system on the training documents)"
-STAGES = ("speed", "cv", "syscv", "baselines", "students", "disjoint", "curve", "throughput")
+STAGES = ("speed", "cv", "syscv", "baselines", "students", "disjoint", "curve", "limits", "throughput")
 #: the default before the lexical feature set; a new default must not lose to it when systems are held out
 REFERENCE = "bi-encoder, top 2 layers, mse+pairwise, lr 1e-3, overlap features, batch 12"
 
@@ -130,7 +136,7 @@ class Bench:
         self.path = Path(args.out)
         self.cv_path = self.path.with_name("student_cv")
         self.data = {"meta": {}, "correlations": {}, "disjoint": {}, "speed": {}, "throughput": {},
-                     "learning_curve": [], "runs": {}, "verdict": None}
+                     "learning_curve": [], "limits": {}, "runs": {}, "verdict": None}
         self.cv = {"meta": {}, "recipes": {}, "prior": None, "chosen": None}
         if args.resume and self.path.with_suffix(".json").exists():
             self.data.update(json.loads(self.path.with_suffix(".json").read_text()))
@@ -544,6 +550,80 @@ def stage_curve(b: Bench, train, test) -> None:
         b.save()
 
 
+SYS_EXPERT = "system means of the EXPERT ratings on the training documents (what knowing the system alone gives)"
+SYS_TEXT = "system prior through a text classifier of the system (lexical features; no system id at test time)"
+
+
+def stage_limits(b: Bench, train, test) -> None:
+    """What limits a text-only student on the standard split (see the module docstring): writes
+    ``limits`` (classifier accuracy, curve fits) and two diagnostic rows in ``limits.correlations``."""
+    import numpy as np
+    import torch
+
+    from csem.model.features import lexical_features
+
+    lim = b.data["limits"] = {"correlations": {}}
+    rows = lim["correlations"]
+    # 1. knowing the system: each test summary scored by its system's mean expert rating on the training docs
+    te = [dict(r) for r in test]
+    for a in ASPECTS:
+        by: dict[str, list[float]] = {}
+        for r in train:
+            if r.get(f"human.{a}") is not None:
+                by.setdefault(r["system_id"], []).append(float(r[f"human.{a}"]))
+        for r in te:
+            r[f"metric.sysexp.{a}"] = statistics.fmean(by[r["system_id"]]) if r["system_id"] in by else None
+    rows[SYS_EXPERT] = row_of(te, "metric.sysexp")
+    # 2. telling the system from the text: multinomial logistic regression (L2, L-BFGS) on the
+    # standardised lexical features of (summary, article), fitted on the training documents only
+    systems = sorted({r["system_id"] for r in train})
+    x_tr = np.array([lexical_features(r["candidate"], [r["source"]]) for r in train])
+    x_te = np.array([lexical_features(r["candidate"], [r["source"]]) for r in test])
+    mu, sd = x_tr.mean(0), x_tr.std(0) + 1e-6
+    xt, xe = (torch.tensor((x - mu) / sd, dtype=torch.float64) for x in (x_tr, x_te))
+    y = torch.tensor([systems.index(r["system_id"]) for r in train])
+    lin = torch.nn.Linear(xt.shape[1], len(systems)).double()
+    opt = torch.optim.LBFGS(lin.parameters(), max_iter=500, line_search_fn="strong_wolfe")
+    l2 = 1e-2
+
+    def closure():
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(lin(xt), y) + l2 * lin.weight.pow(2).sum()
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    with torch.no_grad():
+        prob = torch.softmax(lin(xe), 1).numpy()
+    truth = np.array([systems.index(r["system_id"]) if r["system_id"] in systems else -1 for r in test])
+    acc = float((prob.argmax(1) == truth).mean())
+    te2 = [dict(r) for r in test]
+    for a in ASPECTS:
+        means = np.array([statistics.fmean(float(r[f"judge.{a}"]) for r in train
+                                           if r["system_id"] == s and r.get(f"judge.{a}") is not None)
+                          for s in systems])
+        for r, p in zip(te2, prob @ means):  # the prior's expectation under the classifier's posterior
+            r[f"metric.systext.{a}"] = float(p)
+    rows[SYS_TEXT] = row_of(te2, "metric.systext")
+    lim["system_classifier"] = {"accuracy": acc, "chance": 1 / len(systems), "systems": len(systems),
+                                "features": int(xt.shape[1]), "l2": l2, "test_rows": len(test)}
+    log(f"limits: system from text, accuracy {acc:.3f}; prior through it "
+        f"{rows[SYS_TEXT]['average']['spearman']:.3f}; expert system means {rows[SYS_EXPERT]['average']['spearman']:.3f}")
+    # 3. the learning curves extrapolated: Spearman = a + b ln(docs), docs at which it would reach the prior
+    prior = (b.data["correlations"].get(PRIOR) or {}).get("average", {}).get("spearman")
+    fits = {}
+    for name in dict.fromkeys(e.get("recipe") for e in b.data.get("learning_curve", [])):
+        pts = [(e["docs"], e["spearman"]) for e in b.data["learning_curve"] if e.get("recipe") == name]
+        if len(pts) < 3 or prior is None:
+            continue
+        slope, icpt = np.polyfit(np.log([d for d, _ in pts]), [s for _, s in pts], 1)
+        need = float(math.exp((prior - icpt) / slope)) if slope > 0 else None
+        fits[name] = {"intercept": float(icpt), "slope_per_ln_doc": float(slope), "points": pts,
+                      "docs_to_reach_prior": need}
+    lim["curve_fits"] = fits
+    b.save()
+
+
 BI_512 = "csem bi-encoder, sources up to 512 tokens as COMET (each article encoded once)"
 
 
@@ -665,6 +745,21 @@ def render(d: dict) -> list[str]:
         lines += ["## Learning curve (chosen recipes; test average)", "",
                   markdown_table([[e.get("recipe", "-"), e["docs"], e["records"], fmt(e.get("spearman")), fmt(e.get("kendall"))]
                                   for e in d["learning_curve"]], ["recipe", "train docs", "rows", "Spearman", "Kendall"]), ""]
+    lim = d.get("limits") or {}
+    if lim.get("correlations"):
+        c = lim["system_classifier"]
+        lines += ["## What limits a text-only student on the standard split", "",
+                  markdown_table([[k, *_cells(v)] for k, v in lim["correlations"].items()], head), "",
+                  f"The {c['systems']} systems told apart from the text alone (multinomial logistic regression, L2 "
+                  f"{c['l2']}, on the {c['features']} lexical features of the training documents): accuracy "
+                  f"**{c['accuracy']:.3f}** on the {c['test_rows']} test summaries (chance {c['chance']:.3f}).", ""]
+        for name, f in lim.get("curve_fits", {}).items():
+            need = f["docs_to_reach_prior"]
+            lines.append(f"- Learning curve of '{name}': Spearman = {f['intercept']:.3f} + {f['slope_per_ln_doc']:.3f} "
+                         f"ln(documents); it would reach the system prior at "
+                         + (f"about **{need:,.0f} training documents**" if need else "no number of documents (flat)")
+                         + " (SummEval has 100, GPT-4 ratings cover them all; the split trains on 50).")
+        lines.append("")
     if d.get("runs"):
         lines += ["## Training runs", "",
                   markdown_table([[k, v.get("epochs"), f"{v.get('train_s', 0):.0f}"] for k, v in d["runs"].items()],
@@ -763,6 +858,8 @@ def main() -> int:
             stage_disjoint(b, train, test)
         elif s == "curve":
             stage_curve(b, train, test)
+        elif s == "limits":
+            stage_limits(b, train, test)
         elif s == "throughput":
             stage_throughput(b, test)
         update_verdict(b)
