@@ -135,3 +135,12 @@ def tiny_encoder(tmp_path_factory) -> Path:
     from tiny_encoder import build_tiny_encoder
 
     return build_tiny_encoder(tmp_path_factory.mktemp("tiny_encoder"))
+
+
+@pytest.fixture(scope="session")
+def tiny_generator_dir(tmp_path_factory) -> Path:
+    """Folder of a tiny RANDOM 2-layer Llama with SmolLM2's tokenizer (``tests/tiny_generator.py``),
+    loadable as ``hf:FOLDER``."""
+    from tiny_generator import build_tiny_generator
+
+    return build_tiny_generator(tmp_path_factory.mktemp("tiny_generator"))

@@ -177,23 +177,11 @@ def test_reward_cache_scores_each_pair_once_and_persists(tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny_generator():
-    """A tiny random Llama with the real SmolLM2 tokenizer (read from the packaged GGUF): the training
+    """A tiny random Llama with the real SmolLM2 tokenizer (``tests/tiny_generator.py``): the training
     loop's logic (Lightning, Eq. 12, the log) at unit-test cost; the real 135M model is in test_mrt_train."""
-    from pathlib import Path
+    from tiny_generator import tiny_generator as build
 
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    from csem.apply.mrt import resolve_generator
-
-    g = Path(resolve_generator("smollm2"))
-    tok = AutoTokenizer.from_pretrained(str(g.parent), gguf_file=g.name)
-    if tok.pad_token_id is None:
-        tok.pad_token = tok.eos_token
-    torch.manual_seed(0)
-    net = LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=2,
-                                       num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512,
-                                       eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id))
-    return net, tok
+    return build()
 
 
 SOURCES = [{"id": f"s{i}", "source": f"Story {i}: the council met on Monday and voted to close the old bridge.",

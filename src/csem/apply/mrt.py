@@ -654,6 +654,27 @@ class MRTResult:
     resumed_from: str | None
 
 
+def log_summary(log: str | Path) -> dict:
+    """What a ``train_log.csv`` of :func:`train_mrt` says, as the first and last quarter of its steps.
+
+    Returns:
+        ``{"steps": rows, "quarter": steps per quarter (at least 1), "reward_first", "reward_last",
+        "mle_first", "mle_last", "length_first", "length_last"}``: means of ``reward_mean``,
+        ``mle_loss`` and ``sample_length`` over the first and the last quarter of the logged steps;
+        None where no step in the quarter logged that value (no reward with ``lam = 0``, no MLE loss
+        with ``lam = 1`` or without references) or the log has no rows.
+    """
+    with Path(log).open(encoding="utf-8", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    q = max(1, len(rows) // 4)
+    out: dict[str, Any] = {"steps": len(rows), "quarter": q}
+    for key, col in (("reward", "reward_mean"), ("mle", "mle_loss"), ("length", "sample_length")):
+        for part, chunk in (("first", rows[:q]), ("last", rows[-q:] if rows else [])):
+            vals = [float(r[col]) for r in chunk if r.get(col) not in (None, "")]
+            out[f"{key}_{part}"] = sum(vals) / len(vals) if vals else None
+    return out
+
+
 def train_mrt(generator: str | tuple[Any, Any], sources: Sequence[Mapping[str, Any]], reward: Callable | Any,
               out_dir: str | Path, config: MRTConfig | None = None, *, resume: bool = True,
               progress: bool = False) -> MRTResult:

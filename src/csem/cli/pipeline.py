@@ -1,4 +1,4 @@
-"""``csem run PIPELINE.yaml``: collect -> annotate -> train -> score -> meta-eval [-> seeds] [-> rerank] -> report."""
+"""``csem run PIPELINE.yaml``: collect -> annotate -> train -> score -> meta-eval [-> seeds] [-> rerank] [-> mrt] -> report."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def run(
     pipeline: str = typer.Argument(..., help="pipeline YAML file, or package:NAME.yaml for a shipped example "
                                               "(summarization.yaml, translation.yaml, instruction-following.yaml)"),
     run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="run folder (default runs/<name>)"),
-    from_stage: Optional[str] = typer.Option(None, "--from", help="force this stage and the later ones: collect, annotate, compare, train, score, meta-eval, seeds, rerank, report"),
+    from_stage: Optional[str] = typer.Option(None, "--from", help="force this stage and the later ones: collect, annotate, compare, train, score, meta-eval, seeds, rerank, mrt, report"),
 ) -> None:
     """Run a CSEM pipeline; finished stages are skipped (content hash), a half-finished one resumes.
     A judging stage with failed judgments stops the run (exit 3, or 1 when the judge answered nothing);
@@ -63,4 +63,10 @@ def run(
                           for c, g in rr["gain"].items() if g["sources"])
         console.print(f"rerank: {rr['sources']} sources, judge score of the chosen candidate: {gains or 'none judged'} "
                       f"-> {p.run_dir / 'reranked.jsonl'}")
+    m = p.state.data.get("mrt", {}).get("summary") if p.cfg.mrt is not None else None
+    if m:
+        fmt3 = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
+        console.print(f"mrt: {m['steps']} steps; mean reward {fmt3(m['reward_first'])} (first quarter) -> "
+                      f"{fmt3(m['reward_last'])} (last); MLE loss {fmt3(m['mle_first'])} -> {fmt3(m['mle_last'])} "
+                      f"-> {p.run_dir / m['folder']}")
     console.print(f"report: {p.run_dir / 'report.md'} and {p.run_dir / 'report.html'}")

@@ -2,7 +2,7 @@
 
 A pipeline chains the paper's three stages and the checks after them::
 
-    collect -> annotate [-> compare] -> train -> score -> meta-eval [-> seeds] [-> rerank] -> report
+    collect -> annotate [-> compare] -> train -> score -> meta-eval [-> seeds] [-> rerank] [-> mrt] -> report
 
 With a ``compare`` section the judge also compares pairs of candidates of each training source
 (comparison ranking, CSEM Sec. VI-F) and the student learns from those pairs (Eq. 3) instead of
@@ -12,6 +12,9 @@ the student is measured against on the held-out sources.
 With a ``rerank`` section the trained student (or any metric ``csem rerank`` takes) picks one
 candidate per held-out source from the collect stage's N-best lists (CSEM Eq. 7/8; see
 :mod:`csem.pipeline.rerank`).
+
+With an ``mrt`` section a generator is fine-tuned with minimum risk training mixed with MLE (CSEM
+Eq. 12), the trained student as the reward, on the training sources (see :mod:`csem.pipeline.mrt`).
 
 Relative paths in the file are resolved against the file's folder; ``package:NAME`` names a file
 shipped in ``csem/pipeline/examples``.
@@ -28,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from csem.collect.sampler import GeneratorSpec
 from csem.llm import GenerateConfig
 
-STAGES = ("collect", "annotate", "compare", "train", "score", "meta_eval", "seeds", "rerank", "report")
+STAGES = ("collect", "annotate", "compare", "train", "score", "meta_eval", "seeds", "rerank", "mrt", "report")
 EXAMPLES_DIR = Path(__file__).parent / "examples"
 
 
@@ -166,6 +169,83 @@ class RerankConfig(_Strict):
         return self
 
 
+# the mrt section's own fields that are :class:`csem.apply.mrt.MRTConfig` fields (same names, same defaults)
+MRT_FIELDS = ("max_steps", "batch_size", "num_samples", "alpha", "lam", "lr", "max_new_tokens", "max_source_tokens",
+              "seed")
+
+
+class MrtConfig(_Strict):
+    """The mrt stage (``csem mrt`` inside the pipeline; :mod:`csem.pipeline.mrt`).
+
+    generator: what is fine-tuned, as ``csem mrt --generator`` takes it: ``smollm2`` (the packaged
+    SmolLM2-135M-Instruct), ``hf:FOLDER`` (a transformers causal LM; relative to the pipeline file)
+    or ``hf:FILE.gguf``; required. metric: the reward, ``student`` (the train stage's student, the
+    mean of every head) or ``student#coherence[+relevance]`` (the mean of those heads). sources:
+    ``train`` (the training split's sources, default), ``train+dev`` or ``all``; each with its
+    ``reference`` (from the sources file) for the MLE term when it has one. max_steps, batch_size,
+    num_samples (S), alpha (Eq. 6), lam (Eq. 12's lambda), lr, max_new_tokens, max_source_tokens,
+    seed: :class:`~csem.apply.mrt.MRTConfig`'s fields, unset = its defaults (20 steps, 2 sources
+    per step, S = 5, alpha 5e-3, lambda 0.7, lr 1e-5, 64 new tokens, 384 source tokens, seed 0), and
+    its ranges. options: any other MRTConfig field (``top_k``, ``temperature``, ``accumulate``,
+    ``checkpoint_every``, ``precision``, ``accelerator``, ``devices``, ``threads``, ``task``: default
+    ``collect.task``).
+    """
+
+    generator: str = Field(min_length=1)
+    metric: str = "student"
+    sources: Literal["train", "train+dev", "all"] = "train"
+    max_steps: int | None = None
+    batch_size: int | None = None
+    num_samples: int | None = None
+    alpha: float | None = None
+    lam: float | None = None
+    lr: float | None = None
+    max_new_tokens: int | None = None
+    max_source_tokens: int | None = None
+    seed: int | None = None
+    options: dict = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check(self) -> "MrtConfig":
+        if not self.generator.strip():
+            raise ValueError("mrt.generator is empty: write smollm2, hf:FOLDER or hf:FILE.gguf")
+        name, sep, heads = self.metric.strip().partition("#")
+        if name != "student" or (sep and not [a for a in heads.split("+") if a.strip()]):
+            raise ValueError(f"mrt.metric '{self.metric}': write student (every head of the train stage's student) "
+                             "or student#ASPECT[+ASPECT]")
+        twice = [k for k in MRT_FIELDS if k in self.options]
+        if twice:
+            raise ValueError(f"mrt.options.{twice[0]}: set it as mrt.{twice[0]}")
+        self.mrt_config()  # MRTConfig's ranges, one home
+        return self
+
+    def heads(self) -> list[str] | None:
+        """The student heads of ``metric`` (None: every head)."""
+        _, sep, heads = self.metric.strip().partition("#")
+        return [a.strip() for a in heads.split("+") if a.strip()] if sep else None
+
+    def mrt_config(self, **defaults):
+        """The :class:`csem.apply.mrt.MRTConfig` of this section (``defaults``, e.g. ``task``, apply
+        where ``options`` does not set them).
+
+        Raises:
+            ValueError: a value out of MRTConfig's range or an unknown option, one line naming the
+                field (``mrt.max_steps: Input should be greater than or equal to 1``).
+        """
+        from csem.apply.mrt import MRTConfig
+
+        values = {**defaults, **self.options,
+                  **{k: getattr(self, k) for k in MRT_FIELDS if getattr(self, k) is not None}}
+        try:
+            return MRTConfig(**values)
+        except ValidationError as exc:
+            problems = []
+            for e in exc.errors():
+                loc = ".".join(map(str, e["loc"]))
+                problems.append(f"mrt.{loc if loc in MRT_FIELDS else 'options.' + loc}: {e['msg']}")
+            raise ValueError("; ".join(problems)) from None
+
+
 class PipelineConfig(_Strict):
     """The whole pipeline file."""
 
@@ -177,6 +257,7 @@ class PipelineConfig(_Strict):
     compare: CompareConfig | None = None  # comparison annotation: the student learns from judged pairs
     train: TrainStageConfig = Field(default_factory=TrainStageConfig)
     rerank: RerankConfig | None = None  # rerank the N-best lists with the student after training
+    mrt: MrtConfig | None = None  # fine-tune a generator with MRT + MLE, the student as the reward
     human_cols: list[str] = Field(default_factory=list)  # human.<aspect> columns in the sources, if any
 
     @model_validator(mode="after")

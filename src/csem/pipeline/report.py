@@ -4,7 +4,8 @@ Sections: data sizes (sources, candidates per system), judge cost and time, trai
 agreement of the student with the judge (and humans) on held-out sources, throughput, (with
 ``train.seeds``) the spread of that agreement over training seeds, and (with ``rerank``) what the
 rerank stage chose: per source the judge's score of the chosen candidate against the mean judge score
-of its N-best list. Every figure comes from a file a stage wrote in this run.
+of its N-best list, and (with ``mrt``) the generator fine-tuning: steps, the mean reward and MLE loss
+over the first and last quarter of its log. Every figure comes from a file a stage wrote in this run.
 """
 
 from __future__ import annotations
@@ -136,6 +137,32 @@ def _rerank_lines(run_dir: Path, cfg, state: dict) -> list[str]:
     return lines
 
 
+def _mrt_lines(cfg, state: dict) -> list[str]:
+    """The report's section on the mrt stage (its summary: figures from ``train_mrt`` and its log);
+    empty without ``mrt`` or before it ran."""
+    if getattr(cfg, "mrt", None) is None or "mrt" not in state:
+        return []
+    s = state["mrt"]["summary"]
+    st = s["settings"]
+    fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
+    return [
+        "## Generator fine-tuning (mrt stage)",
+        f"- generator `{s['generator']}` fine-tuned with MRT + MLE (Eq. 12: lambda {st['lam']:g}, alpha {st['alpha']:g}, "
+        f"S = {st['num_samples']} samples, {st['batch_size']} sources per step, lr {st['lr']:g}) for {s['steps']} steps"
+        + (f" (resumed from `{s['resumed_from']}`)" if s.get("resumed_from") else "")
+        + f" on {s['sources']} sources ({cfg.mrt.sources}; {s['references']} with a reference for the MLE term) "
+        f"in {s['seconds']:.1f} s",
+        f"- reward: `{s['metric']}`, the mean of {', '.join(s['reward_columns'])}; rewards computed "
+        f"{s['rewards_computed']}, reused {s['rewards_reused']}",
+        f"- mean reward of the samples {fmt(s['reward_first'])} over the first {s['quarter']} step(s), "
+        f"{fmt(s['reward_last'])} over the last {s['quarter']}; MLE loss {fmt(s['mle_first'])} -> "
+        f"{fmt(s['mle_last'])} over the same steps (n/a: not logged); per step: `mrt/train_log.csv` "
+        f"({s['logged_steps']} rows)",
+        f"- the fine-tuned generator: `{s['folder']}` (a transformers folder, `hf:` + its path)",
+        "",
+    ]
+
+
 def write_report(run_dir: Path, cfg, state: dict) -> list[Path]:
     """Write ``report.md`` and ``report.html`` (figures embedded) into ``run_dir``; return the paths."""
     run_dir = Path(run_dir)
@@ -184,6 +211,7 @@ def write_report(run_dir: Path, cfg, state: dict) -> list[Path]:
     ]
     lines += _seed_lines(run_dir, cfg)
     lines += _rerank_lines(run_dir, cfg, state)
+    lines += _mrt_lines(cfg, state)
     for title, p in figs:
         lines += [f"![{title}]({p.relative_to(run_dir)})", ""]
     md = "\n".join(lines)

@@ -48,17 +48,11 @@ def resolve_specs(records: list[dict], specs: Sequence[str], *, label_cols: Sequ
     Raises:
         ValueError: ``student#ASPECT`` for an aspect the student was not trained on.
     """
-    aspects = [aspect_of(c) for c in label_cols]
     out: list[str] = []
     for spec in specs:
         name, sep, heads = spec.strip().partition("#")
         if name == STUDENT:
-            chosen = [a for a in heads.split("+") if a] if sep else aspects
-            unknown = [a for a in chosen if a not in aspects]
-            if unknown:
-                raise ValueError(f"rerank.metrics '{spec}': the student has no head for {unknown}; "
-                                 f"it has {aspects}")
-            out += [student_col(records, a) for a in chosen]
+            out += [student_col(records, a) for a in student_heads(spec, label_cols, "rerank.metrics")]
             continue
         p = Path(name).expanduser()
         if not p.is_absolute() and (base / p).is_dir():
@@ -67,10 +61,29 @@ def resolve_specs(records: list[dict], specs: Sequence[str], *, label_cols: Sequ
     return out
 
 
+def student_heads(spec: str, label_cols: Sequence[str], field: str) -> list[str]:
+    """The aspects of ``student`` (every one the student was trained on: ``label_cols``' aspects) or
+    ``student#a+b`` (those).
+
+    Raises:
+        ValueError: an aspect the student has no head for (the message starts ``field 'spec':``).
+    """
+    aspects = [aspect_of(c) for c in label_cols]
+    _, sep, heads = spec.strip().partition("#")
+    chosen = [a.strip() for a in heads.split("+") if a.strip()] if sep else aspects
+    unknown = [a for a in chosen if a not in aspects]
+    if unknown:
+        raise ValueError(f"{field} '{spec}': the student has no head for {unknown}; it has {aspects}")
+    return chosen
+
+
 def _named(field: str, exc: Exception) -> str:
-    """``exc``'s message, led by the setting it concerns unless it already names one."""
+    """``exc``'s message on one line, led by the setting it concerns unless it already names one of
+    its stage's (``rerank.``, ``mrt.``)."""
     msg = str(exc.args[0]) if exc.args else str(exc)
-    return msg if msg.startswith("rerank.") else f"{field}: {msg}"
+    msg = " ".join(msg.split())
+    stage = field.split(".", 1)[0].split(" ", 1)[0]
+    return msg if msg.startswith(f"{stage}.") else f"{field}: {msg}"
 
 
 def weights_file(cfg) -> Path | None:

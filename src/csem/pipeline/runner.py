@@ -17,6 +17,8 @@ seeds         only with ``train.seeds``: one student per     ``seeds.json``
               seed, the spread of its agreement
 rerank        only with ``rerank``: the student picks one    ``reranked.jsonl``,
               candidate per held-out source (Eq. 7/8)        ``reranked.scores.jsonl``
+mrt           only with ``mrt``: fine-tune a generator with  ``mrt/`` (``final/``,
+              MRT + MLE (Eq. 12), the student as reward      ``train_log.csv``, ...)
 report        markdown + HTML report with figures            ``report.md``, ``report.html``
 ============  =============================================  ===========================
 
@@ -35,6 +37,17 @@ With ``rerank`` the student (or the metrics listed) reranks the collect stage's 
 held-out sources after the score stage (:mod:`csem.pipeline.rerank`); changing only the ``rerank``
 section re-runs only that stage and the report, which compares the judge's score of each chosen
 candidate with the mean judge score of its list.
+
+With ``mrt`` a generator is fine-tuned after the student is trained, with minimum risk training
+mixed with MLE (CSEM Eq. 12, :func:`csem.apply.mrt.train_mrt` as ``csem mrt`` runs it), the student
+(every head, or ``student#aspect``) as the reward, on the training sources and their references
+(:mod:`csem.pipeline.mrt`)::
+
+    mrt: {generator: smollm2, max_steps: 20, num_samples: 5, lam: 0.7}   # -> mrt/final/
+
+A killed mrt stage resumes from ``mrt/lightning/last.ckpt``; changing only the ``mrt`` section
+re-runs only that stage (from scratch) and the report, which gives the steps done and the mean reward
+and MLE loss over the first and last quarter of ``mrt/train_log.csv``.
 
 A half-finished collect resumes from ``candidates.partial.jsonl``; a half-finished annotate or
 compare resumes from the judge cache ``judge_cache.sqlite``; both keep every finished result. A
@@ -107,6 +120,7 @@ class Pipeline:
         self.cfg, self.base, self.run_dir, self.progress = config, base_dir, Path(run_dir), progress
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.state = RunState(self.run_dir)
+        self._running: dict = {}  # the stage running now: its name, fingerprint, whether forced
         self.sources_path = resolve_path(config.sources.path, base_dir)
         if not self.sources_path.exists():
             raise FileNotFoundError(f"{self.sources_path}: sources file not found (sources.path in the pipeline file)")
@@ -148,6 +162,7 @@ class Pipeline:
             console.print(f"[dim]{name}: up to date, skipped[/dim]")
             return
         console.print(f"[bold]{name}[/bold] ...")
+        self._running = {"stage": name, "fingerprint": fp, "force": force}  # for a stage that resumes itself (mrt)
         t0 = time.perf_counter()
         summary = fn()
         if summary.get("failed"):  # issue 11: failed judgments never mark a stage done
@@ -348,6 +363,30 @@ class Pipeline:
                 paths.append(p)
         return paths
 
+    def mrt_generator(self) -> tuple[str, Path | None]:
+        """``mrt.generator`` as ``load_generator`` takes it, and its local file or folder (or None);
+        checked before any stage runs (:func:`csem.pipeline.mrt.generator_uri`)."""
+        from csem.pipeline.mrt import generator_uri
+
+        return generator_uri(self.cfg.mrt.generator, self.base)
+
+    def mrt_task(self) -> str:
+        """The task prompt of the mrt stage: ``mrt.options.task``, else the collect stage's task."""
+        return self.cfg.mrt.options.get("task", self.cfg.collect.task)
+
+    def mrt(self) -> dict:
+        """Fine-tune ``mrt.generator`` with MRT + MLE on the sources of ``mrt.sources`` (the training
+        split by default, as the train stage split them), the train stage's student as the reward;
+        writes ``mrt/`` (:func:`csem.pipeline.mrt.run_mrt`). Resumes a killed run of the same settings."""
+        from csem.pipeline.mrt import mrt_sources, run_mrt
+
+        split = {r["doc_id"]: r["split"] for r in self._with_split(read_records(self.run_dir / "labelled.jsonl"))[0]}
+        run = self._running
+        return run_mrt(self.cfg.mrt, sources=mrt_sources(self._sources(), split, self.cfg.mrt.sources),
+                       student_dir=self.run_dir / "model", label_cols=self.label_cols(),
+                       generator=self.mrt_generator()[0], out_dir=self.run_dir / "mrt", task=self.mrt_task(),
+                       key=run.get("fingerprint", ""), fresh=bool(run.get("force")), progress=self.progress)
+
     def report(self) -> dict:
         from csem.pipeline.report import write_report
 
@@ -402,8 +441,15 @@ class Pipeline:
             plan.append(("rerank", {"rerank": c.rerank.model_dump()}, ["score"], self.rerank_inputs(),
                          ["reranked.jsonl", "reranked.scores.jsonl",
                           *(["rerank_weights.json"] if c.rerank.weights == "mert" else [])], self.rerank))
+        if c.mrt is not None:
+            _, generator_path = self.mrt_generator()  # an unknown generator fails here, before any stage
+            # the split is in train's fingerprint; the task (default collect.task) is in the MRTConfig dump
+            plan.append(("mrt", {"mrt": c.mrt.model_dump(), "config": c.mrt.mrt_config(task=self.mrt_task()).model_dump()},
+                         ["train"], [generator_path] if generator_path is not None else [],
+                         ["mrt/final", "mrt/train_log.csv"], self.mrt))
         plan.append(("report", {}, ["meta_eval", *(["seeds"] if c.train.seeds else []),
-                                    *(["rerank"] if c.rerank is not None else [])], [],
+                                    *(["rerank"] if c.rerank is not None else []),
+                                    *(["mrt"] if c.mrt is not None else [])], [],
                      ["report.md", "report.html"], self.report))
         for name, settings, upstream, inputs, outputs, fn in plan:
             self._stage(name, settings, upstream, inputs, outputs, fn, force=name in forced)
