@@ -219,3 +219,27 @@ def test_bad_mrt_input_fails_the_stage_with_one_line(tuned, tmp_path):
         assert res.exit_code == 2 and f"csem: error: {message}" in res.output, res.output
         assert res.output.count("csem: error:") == 1 and "Traceback" not in res.output
     assert _state(run)["mrt"] == _state(p.run_dir)["mrt"], "a failed stage is not recorded"
+
+
+def test_cli_run_prints_the_mrt_summary(tuned, tmp_path):
+    tmp, path, p = tuned
+    run = _copy(p, tmp_path)
+    res = CliRunner().invoke(app, ["run", str(path), "--run-dir", str(run)])
+    s = _state(run)["mrt"]["summary"]
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())
+    assert f"mrt: 2 steps; mean reward {s['reward_first']:.3f} (first quarter) -> {s['reward_last']:.3f} (last)" in out
+
+
+@pytest.mark.slow
+def test_mrt_stage_fine_tunes_the_packaged_smollm2(fake_llm, tiny_encoder, smollm2_path, tmp_path):
+    """The real SmolLM2-135M-Instruct (fp32, CPU) as the generator: one step, its folder loads."""
+    from transformers import AutoModelForCausalLM
+
+    path = _with(_pipeline_file(tmp_path, (fake_llm, tiny_encoder)),
+                 mrt={**MRT, "generator": "smollm2", "max_steps": 1, "lr": 1e-5, "options": {"threads": 2}})
+    p = Pipeline.from_file(path, tmp_path / "run", progress=False)
+    p.run()
+    s = _state(p.run_dir)["mrt"]["summary"]
+    assert s["steps"] == 1 and s["reward_first"] is not None and s["mle_first"] > 0
+    assert AutoModelForCausalLM.from_pretrained(p.run_dir / "mrt" / "final").num_parameters() > 100_000_000
