@@ -110,6 +110,29 @@ def paired(a: np.ndarray, b: np.ndarray, n: int, seed: int) -> dict:
             "p": float(np.mean(means <= 0)), "n": int(len(d))}
 
 
+def judge_agreement(rows: list[dict], jscore: dict) -> dict:
+    """How far the judge agrees with ROUGE-1 F and the student on the judged candidates (each once):
+    Spearman rho (scipy.stats.spearmanr) over candidates, the judge's range, and its standard
+    deviation within a source (mean over sources with 2+ judged candidates). A judge that ranks
+    candidates by neither cannot confirm a reranking gain."""
+    from scipy.stats import spearmanr
+
+    out = {"candidates": len(rows)}
+    if len(rows) < 3:
+        return out
+    j = np.array([jscore[r["id"]] for r in rows])
+    rg = np.array([r["metric.rouge1"] for r in rows])
+    st = np.array([r["student.mean"] for r in rows])
+    by: dict[str, list[float]] = {}
+    for r, v in zip(rows, j):
+        by.setdefault(r["doc_id"], []).append(v)
+    sds = [float(np.std(v)) for v in by.values() if len(v) > 1]
+    out.update(judge_vs_rouge1=float(spearmanr(j, rg).statistic), judge_vs_student=float(spearmanr(j, st).statistic),
+               student_vs_rouge1=float(spearmanr(st, rg).statistic), judge_min=float(j.min()), judge_max=float(j.max()),
+               judge_sd_within_source=float(np.mean(sds)) if sds else None)
+    return out
+
+
 def main() -> None:
     ap = parser(__doc__, out="apply_rerank", quick=True)
     ap.add_argument("--dev-docs", default="50:70", help="held-out SummEval docs tuning the weights (sorted doc_id)")
@@ -281,6 +304,7 @@ def main() -> None:
     jscore = {r["id"]: (float(np.mean([r[c] for c in jcols])) if all(r.get(c) is not None for c in jcols)
                         else np.nan) for r in jrows}
     log(f"judge: {t_judge:.0f} s ({judge.last_summary})")
+    agreement = judge_agreement([r for r in to_judge.values() if not np.isnan(jscore.get(r["id"], np.nan))], jscore)
 
     # ---- table with paired bootstrap against the random pick
     measures = {"student": lambda r: r["student.mean"], "judge": lambda r: jscore.get(r["id"], np.nan),
@@ -344,13 +368,20 @@ def main() -> None:
                        headers=["selection", "dev objective", "objective evaluations",
                                 "weights (" + ", ".join(c.split('.')[-1] for c in head_cols) + ")"]),
         "",
+        "## Does the judge separate these candidates? (the judged chosen candidates, each once)", "",
+        (f"Spearman over the {agreement['candidates']} judged candidates: judge vs ROUGE-1 F "
+         f"{fmt(agreement['judge_vs_rouge1'], 3)}, judge vs student {fmt(agreement['judge_vs_student'], 3)}, "
+         f"student vs ROUGE-1 F {fmt(agreement['student_vs_rouge1'], 3)}; the judge's scores span "
+         f"{fmt(agreement['judge_min'], 3)}-{fmt(agreement['judge_max'], 3)}, standard deviation within a source "
+         f"{fmt(agreement['judge_sd_within_source'], 3)} (mean over sources with 2+ judged candidates)."
+         if agreement["candidates"] > 2 else "(fewer than 3 judged candidates)"), "",
         f"Times: N-best {t_collect:.0f} s, scoring "
         f"{len(rows)} candidates with the student + ROUGE + chrF {t_score:.1f} s, MBR {t_mbr:.1f} s, "
         f"judge {t_judge:.0f} s for {len(to_judge)} candidates, total {time.perf_counter() - t_all:.0f} s.",
     ]
     data = {"args": {k: str(v) for k, v in vars(args).items()}, "machine": machine(), "student": student_origin,
             "dev_sources": len(dev_ids), "test_sources": len(tdocs), "candidates": len(rows),
-            "nbest": nbest_origin, "judged_test_sources": len(judge_ids), "test": table, "random_expected": exp_random, "oracle": orc, "dev_heads": head_dev,
+            "nbest": nbest_origin, "judged_test_sources": len(judge_ids), "judge_agreement": agreement, "test": table, "random_expected": exp_random, "oracle": orc, "dev_heads": head_dev,
             "mert": m.as_dict(), "random_search": rs.as_dict(), "random_search_line_budget": rs_l.as_dict(),
             "seconds": {"collect": t_collect, "score": t_score, "mbr": t_mbr, "judge": t_judge,
                         "total": time.perf_counter() - t_all},
