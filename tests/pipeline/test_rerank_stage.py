@@ -218,6 +218,7 @@ def test_bad_rerank_metric_fails_the_stage_with_one_line(reranked, tmp_path):
     run = _copy(p, tmp_path)
     for rerank, message in (({"metrics": ["student#fluency"]}, "rerank.metrics 'student#fluency': the student has "
                                                                 "no head for ['fluency']; it has ['coherence']"),
+                            ({"metrics": ["student#"]}, "rerank.metrics 'student#': name the heads after '#'"),
                             ({"weights": [1.0, 2.0]}, "rerank.weights: 2 weight(s) for 1 score column(s)")):
         _with(path, rerank=rerank)
         try:

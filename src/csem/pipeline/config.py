@@ -169,6 +169,16 @@ class RerankConfig(_Strict):
         return self
 
 
+def student_spec(spec: str) -> tuple[str, list[str] | None]:
+    """``NAME#a+b`` -> (``NAME``, ``[a, b]``); ``NAME`` -> (``NAME``, None: every head). A ``#`` with no
+    aspect after it gives (``""``, None), which no caller accepts as a metric name."""
+    name, sep, heads = spec.strip().partition("#")
+    chosen = [a.strip() for a in heads.split("+") if a.strip()]
+    if sep and not chosen:
+        return "", None
+    return name, (chosen if sep else None)
+
+
 # the mrt section's own fields that are :class:`csem.apply.mrt.MRTConfig` fields (same names, same defaults)
 MRT_FIELDS = ("max_steps", "batch_size", "num_samples", "alpha", "lam", "lr", "max_new_tokens", "max_source_tokens",
               "seed")
@@ -209,8 +219,8 @@ class MrtConfig(_Strict):
     def _check(self) -> "MrtConfig":
         if not self.generator.strip():
             raise ValueError("mrt.generator is empty: write smollm2, hf:FOLDER or hf:FILE.gguf")
-        name, sep, heads = self.metric.strip().partition("#")
-        if name != "student" or (sep and not [a for a in heads.split("+") if a.strip()]):
+        name, _ = student_spec(self.metric)
+        if name != "student":
             raise ValueError(f"mrt.metric '{self.metric}': write student (every head of the train stage's student) "
                              "or student#ASPECT[+ASPECT]")
         twice = [k for k in MRT_FIELDS if k in self.options]
@@ -218,11 +228,6 @@ class MrtConfig(_Strict):
             raise ValueError(f"mrt.options.{twice[0]}: set it as mrt.{twice[0]}")
         self.mrt_config()  # MRTConfig's ranges, one home
         return self
-
-    def heads(self) -> list[str] | None:
-        """The student heads of ``metric`` (None: every head)."""
-        _, sep, heads = self.metric.strip().partition("#")
-        return [a.strip() for a in heads.split("+") if a.strip()] if sep else None
 
     def mrt_config(self, **defaults):
         """The :class:`csem.apply.mrt.MRTConfig` of this section (``defaults``, e.g. ``task``, apply

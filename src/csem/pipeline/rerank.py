@@ -37,6 +37,7 @@ from typing import Any, Sequence
 
 from csem.data.records import write_records
 from csem.pipeline.agreement import aspect_of, student_col
+from csem.pipeline.config import student_spec
 
 STUDENT = "student"
 
@@ -69,8 +70,10 @@ def student_heads(spec: str, label_cols: Sequence[str], field: str) -> list[str]
         ValueError: an aspect the student has no head for (the message starts ``field 'spec':``).
     """
     aspects = [aspect_of(c) for c in label_cols]
-    _, sep, heads = spec.strip().partition("#")
-    chosen = [a.strip() for a in heads.split("+") if a.strip()] if sep else aspects
+    name, heads = student_spec(spec)
+    if not name:
+        raise ValueError(f"{field} '{spec}': name the heads after '#' (student#coherence+relevance) or drop the '#'")
+    chosen = heads or aspects
     unknown = [a for a in chosen if a not in aspects]
     if unknown:
         raise ValueError(f"{field} '{spec}': the student has no head for {unknown}; it has {aspects}")
