@@ -103,13 +103,13 @@ def split_docs(records: list[dict], lo: int, hi: int) -> list[dict]:
     return [r for r in records if r["doc_id"] in keep]
 
 
-def system_prior(train: list[dict], test: list[dict], col: str = "metric.prior") -> None:
-    """Score each test summary with its system's mean training label (``judge.<aspect>``), in place."""
+def system_prior(train: list[dict], test: list[dict], col: str = "metric.prior", label: str = "judge") -> None:
+    """Score each test summary with its system's mean training label (``<label>.<aspect>``), in place."""
     for a in ASPECTS:
         by: dict[str, list[float]] = {}
         for r in train:
-            if r.get(f"judge.{a}") is not None:
-                by.setdefault(r["system_id"], []).append(float(r[f"judge.{a}"]))
+            if r.get(f"{label}.{a}") is not None:
+                by.setdefault(r["system_id"], []).append(float(r[f"{label}.{a}"]))
         mean = {s: statistics.fmean(v) for s, v in by.items()}
         for r in test:
             r[f"{col}.{a}"] = mean.get(r["system_id"])
@@ -566,13 +566,7 @@ def stage_limits(b: Bench, train, test) -> None:
     rows = lim["correlations"]
     # 1. knowing the system: each test summary scored by its system's mean expert rating on the training docs
     te = [dict(r) for r in test]
-    for a in ASPECTS:
-        by: dict[str, list[float]] = {}
-        for r in train:
-            if r.get(f"human.{a}") is not None:
-                by.setdefault(r["system_id"], []).append(float(r[f"human.{a}"]))
-        for r in te:
-            r[f"metric.sysexp.{a}"] = statistics.fmean(by[r["system_id"]]) if r["system_id"] in by else None
+    system_prior(train, te, "metric.sysexp", label="human")
     rows[SYS_EXPERT] = row_of(te, "metric.sysexp")
     # 2. telling the system from the text: multinomial logistic regression (L2, L-BFGS) on the
     # standardised lexical features of (summary, article), fitted on the training documents only
