@@ -25,6 +25,29 @@ def _recs():
     return out
 
 
+def test_select_pairs_balanced_covers_every_candidate_evenly():
+    from collections import Counter
+
+    recs = [{"id": f"d{d}-{i}", "source": f"doc {d}", "candidate": f"c{i}"} for d in range(3) for i in range(16)]
+    one = select_pairs(recs, "balanced", per_source=8, seed=3)
+    assert len(one) == 24 and len(set(one)) == 24
+    assert all(recs[i]["source"] == recs[j]["source"] and i < j for i, j in one)
+    assert set(Counter(i for p in one for i in p).values()) == {1}  # one rating pass's budget: each once
+    two = select_pairs(recs, "balanced", per_source=16, seed=3)
+    assert set(Counter(i for p in two for i in p).values()) == {2} and len(set(two)) == 48
+    assert one == select_pairs(recs, "balanced", per_source=8, seed=3) != select_pairs(recs, "balanced",
+                                                                                        per_source=8, seed=4)
+    odd = select_pairs(recs[:5], "balanced", per_source=4, seed=0)  # 5 candidates: counts differ by at most 1
+    counts = Counter(i for p in odd for i in p)
+    assert len(odd) == 4 and max(counts.values()) - min(counts.get(i, 0) for i in range(5)) <= 1
+    assert len(select_pairs(recs[:4], "balanced", per_source=99)) == 6  # all pairs when fewer
+    # the random strategy at the same budget leaves candidates out (why balanced exists)
+    rnd = select_pairs(recs, "random", per_source=8, seed=3)
+    assert len({i for p in rnd for i in p}) < 48
+    with pytest.raises(ValueError, match="balanced"):
+        select_pairs(recs, "balanced")
+
+
 def test_select_pairs_strategies():
     recs = _recs()
     assert len(select_pairs(recs, "all")) == 12  # 6 per source

@@ -30,8 +30,9 @@ def annotate(
     compare: bool = typer.Option(False, "--compare", help="comparison ranking: the judge compares pairs of "
                                  "candidates of a source (both orders) and --out gets one row per pair"),
     pairs: str = typer.Option("all", "--pairs", help="with --compare: all | random (--pairs-per-source) | "
+                              "balanced (--pairs-per-source, every candidate compared as often as the others) | "
                               "adjacent (neighbours after a rating pass, --rating-col)"),
-    pairs_per_source: Optional[int] = typer.Option(None, "--pairs-per-source", help="random pairs per source"),
+    pairs_per_source: Optional[int] = typer.Option(None, "--pairs-per-source", help="random/balanced pairs per source"),
     rating_col: Optional[str] = typer.Option(None, "--rating-col", help="adjacent pairs: the rating column"),
     seed: int = typer.Option(0, help="seed of the random pair choice"),
 ) -> None:

@@ -41,7 +41,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from csem.judge.cache import JudgmentCache, judgment_key
 from csem.rubrics.pairwise import PairwiseRubric, load_pairwise_rubric
 
-STRATEGIES = ("all", "random", "adjacent")
+STRATEGIES = ("all", "random", "balanced", "adjacent")
 COMPARE_MODES = ("probs", "parse")
 
 
@@ -90,9 +90,13 @@ def select_pairs(records: Sequence[Mapping[str, Any]], strategy: str = "all", *,
     Args:
         records: candidate records (``source``, ``candidate``, ``id``).
         strategy: ``all`` | ``random`` (``per_source`` pairs drawn per source, seeded by ``seed``
-            and the source text, so adding sources never changes another's pairs) | ``adjacent``
+            and the source text, so adding sources never changes another's pairs) | ``balanced``
+            (``per_source`` pairs in rounds of random perfect matchings, so every candidate is in
+            ``2 * per_source / n`` pairs give or take one: at ``per_source = n / 2``, one rating
+            pass's budget, each candidate is compared once, where ``random`` leaves about a third
+            of them out; same seeding as ``random``) | ``adjacent``
             (sorted by ``rating_col`` descending, ties by id; neighbours paired).
-        per_source: ``random``: pairs per source (all when it has fewer).
+        per_source: ``random`` / ``balanced``: pairs per source (all when it has fewer).
         rating_col: ``adjacent``: the rating column of an earlier rating pass.
 
     Returns:
@@ -111,13 +115,15 @@ def select_pairs(records: Sequence[Mapping[str, Any]], strategy: str = "all", *,
     for key, idx in groups.items():
         if strategy == "all":
             out.extend(itertools.combinations(idx, 2))
-        elif strategy == "random":
+        elif strategy in ("random", "balanced"):
             if per_source is None or per_source < 1:
-                raise ValueError("pair strategy 'random' needs per_source >= 1 (--pairs-per-source)")
+                raise ValueError(f"pair strategy '{strategy}' needs per_source >= 1 (--pairs-per-source)")
             combos = list(itertools.combinations(idx, 2))
             rng = random.Random(f"{seed}|{key[0]}|{key[1]}")
-            chosen = sorted(rng.sample(combos, min(per_source, len(combos))))
-            out.extend(chosen)
+            if strategy == "random":
+                out.extend(sorted(rng.sample(combos, min(per_source, len(combos)))))
+            else:
+                out.extend(_balanced_pairs(idx, min(per_source, len(combos)), rng))
         else:
             if not rating_col:
                 raise ValueError("pair strategy 'adjacent' needs the rating column of a rating pass (--rating-col)")
@@ -129,6 +135,30 @@ def select_pairs(records: Sequence[Mapping[str, Any]], strategy: str = "all", *,
             order = sorted(idx, key=lambda i: (-float(records[i][rating_col]), str(records[i].get("id"))))
             out.extend(tuple(sorted(p)) for p in zip(order, order[1:]))  # type: ignore[misc]
     return out
+
+
+def _balanced_pairs(idx: list[int], k: int, rng: random.Random) -> list[tuple[int, int]]:
+    """``k`` distinct pairs of ``idx`` in rounds of random perfect matchings: each round shuffles the
+    candidates not yet used in it, least-compared first, and pairs each with the first partner it has
+    not met; an odd one out waits for the next round."""
+    seen: set[tuple[int, int]] = set()
+    count = dict.fromkeys(idx, 0)
+    while len(seen) < k:
+        order = sorted(idx, key=lambda i: (count[i], rng.random()))
+        free, added = list(order), 0
+        while free and len(seen) < k:
+            a = free.pop(0)
+            b = next((j for j in free if tuple(sorted((a, j))) not in seen), None)
+            if b is None:
+                continue
+            free.remove(b)
+            seen.add(tuple(sorted((a, b))))  # type: ignore[arg-type]
+            count[a] += 1
+            count[b] += 1
+            added += 1
+        if not added:  # every remaining pair involves only exhausted candidates (cannot happen for k <= n(n-1)/2)
+            break
+    return sorted(seen)
 
 
 _CHOICE_RE = r"(?:^|[^A-Za-z0-9])({})(?![A-Za-z0-9])"
