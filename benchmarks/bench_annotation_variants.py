@@ -8,17 +8,20 @@ of the first ``--docs`` training documents (sorted doc_id) three ways, with the 
 * stars: ``csem/summ-coherence-ref-free`` (1-5), one call per summary;
 * 0-100: ``csem-100/summ-coherence-ref-free``, one call per summary (exact multi-token
   probabilities on llama.cpp: "100" is three tokens for Qwen's tokenizer);
-* comparison: ``pairwise/summ-coherence-ref-free``, ``--pairs-per-source`` random pairs per
-  article, each judged in both orders, so it costs as many judge calls as one rating pass
-  (``2 x pairs = summaries``).
+* comparison: ``pairwise/summ-coherence-ref-free``, ``--pairs-per-source`` pairs per article
+  (``--strategy balanced``: a random perfect matching, so each summary is compared once), each
+  judged in both orders, so it costs as many judge calls as one rating pass (``2 x pairs =
+  summaries``).
 
 For each: the judge's summary-level Spearman / Kendall tau-b with the expert means on the judged
 documents (comparison: each summary's mean preference over its pairs), and a student trained on
 those labels only (frozen MiniLM, head-only, a ranking loss: the ratings' pairs for stars and
-0-100, the judged pairs themselves, Eq. 3, for comparison) tested on documents 50-99 against the
-experts, beside the system prior (each test summary scored by its system's mean training label).
+0-100, the judged pairs themselves, Eq. 3, for comparison; one per ``--seeds``, mean and sd)
+tested on documents 50-99 against the experts, beside the system prior (each test summary scored by
+its system's mean training label), and, as the paper's Fig. 6a also does, against the judge's own
+star ratings of the first ``--judge-test-docs`` test documents.
 
-Run:  nice -n 10 python benchmarks/bench_annotation_variants.py --docs 6 --threads 1
+Run:  nice -n 10 python benchmarks/bench_annotation_variants.py --docs 16 --judge-test-docs 8 --threads 1
 Out:  benchmarks/results/annotation_variants.json and .md; judgments cached in
       benchmarks/.cache/annotation_variants.sqlite (a re-run resumes).
 """
@@ -57,7 +60,20 @@ def corr(records, col, gold="human.coherence"):
 
 
 def f(c):
-    return "n/a" if c is None else f"{c['spearman']:.3f} / {c['kendall']:.3f}"
+    if c is None:
+        return "n/a"
+    sd = f" (sd {c['sd_spearman']:.3f})" if c.get("sd_spearman") is not None else ""
+    return f"{c['spearman']:.3f} / {c['kendall']:.3f}{sd}"
+
+
+def mean_over_seeds(runs: list[dict]) -> dict:
+    """Spearman / Kendall averaged over seeds, with the seeds' population sd of the Spearman."""
+    import statistics
+
+    return {"spearman": statistics.fmean(r["spearman"] for r in runs),
+            "kendall": statistics.fmean(r["kendall"] for r in runs),
+            "sd_spearman": statistics.pstdev([r["spearman"] for r in runs]) if len(runs) > 1 else None,
+            "per_seed": [r["spearman"] for r in runs]}
 
 
 def render_md(d: dict) -> str:
@@ -68,10 +84,12 @@ def render_md(d: dict) -> str:
              f"students tested on documents 50-99 ({m['n_test']} summaries). Summary-level Spearman / Kendall "
              "tau-b with the expert means.", "",
              "| annotation | judge calls | s per call | judge vs experts (judged docs) | student vs experts (docs 50-99) "
-             "| system prior (docs 50-99) |", "|---|---|---|---|---|---|"]
+             "| system prior (docs 50-99) | student vs judge stars (test docs) | system prior vs judge stars |",
+             "|---|---|---|---|---|---|---|---|"]
     for name, e in d["variants"].items():
         lines.append(f"| {name} | {e.get('calls', '')} | {e.get('s_per_call', float('nan')):.2f} | {f(e.get('judge'))} | "
-                     f"{f(e.get('student'))} | {f(e.get('prior'))} |")
+                     f"{f(e.get('student'))} | {f(e.get('prior'))} | {f(e.get('student_vs_judge'))} | "
+                     f"{f(e.get('prior_vs_judge'))} |")
     if d.get("extra"):
         lines += ["", "| check | value |", "|---|---|"] + [f"| {k} | {v} |" for k, v in d["extra"].items()]
     if m.get("notes"):
@@ -83,6 +101,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--docs", type=int, default=6, help="judged training documents (first N, sorted doc_id)")
     ap.add_argument("--pairs-per-source", type=int, default=8, help="comparison pairs per article (2 calls each)")
+    ap.add_argument("--strategy", default="balanced", help="comparison pair strategy (csem.judge.comparison)")
+    ap.add_argument("--judge-test-docs", type=int, default=8,
+                    help="the judge's stars on the first N test documents: the students' agreement with the judge")
+    ap.add_argument("--seeds", default="12,13,14", help="student seeds (one student each; mean and sd)")
     ap.add_argument("--judge", default="local")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--cache", type=Path, default=CACHE / "annotation_variants.sqlite")
@@ -122,15 +144,22 @@ def main() -> int:
                      "args": {k: str(v) for k, v in vars(args).items()}, "notes": []},
             "variants": {k: v for k, v in prev.get("variants", {}).items()}, "extra": prev.get("extra", {})}
     notes = data["meta"]["notes"]
+    judge_test = sorted(test, key=lambda r: (r["doc_id"], r["system_id"]))
+    judge_test = [r for r in judge_test if r["doc_id"] in set(docs[50:50 + args.judge_test_docs])]
+    seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
     notes += [
         f"Budget: stars and 0-100 judge each of the {len(judged)} summaries once; comparison judges "
-        f"{args.pairs_per_source} random pairs per article in both orders = {2 * args.pairs_per_source * args.docs} "
-        "calls; a summary's comparison score is its mean preference over the pairs it is in (summaries in no pair "
-        "are left out of the judge correlation and of training).",
+        f"{args.pairs_per_source} pairs per article ({args.strategy} strategy) in both orders = "
+        f"{2 * args.pairs_per_source * args.docs} calls; a summary's comparison score is its mean preference over "
+        "the pairs it is in (summaries in no pair are left out of the judge correlation and of training).",
         f"Students: MiniLM, encoder frozen (head-only, {args.epochs} epochs, head [1024], head lr 3e-4, max_length "
-        "512, seed 12); stars and 0-100: loss 'pairwise' (ranking loss over the ratings' pairs within an article, "
+        f"512, seeds {args.seeds}: mean over seeds, sd of the Spearman in brackets); stars and 0-100: loss 'pairwise' (ranking loss over the ratings' pairs within an article, "
         "the main job's recipe); comparison: Eq. 3 on the judged pairs with the averaged preference as soft "
         "target (csem train --pairs).",
+        f"Student vs judge stars: each student's summary-level correlation with the judge's own 1-5 star ratings "
+        f"(probability-weighted) of the {len(judge_test)} summaries of the first {args.judge_test_docs} test "
+        "documents (the paper's Fig. 6a reports both measures); the judge's stars there vs the experts: "
+        "'judge stars on test docs' below.",
         "Scale: a handful of articles judged by a 1.5B judge; a difference of less than ~0.1 between rows is "
         "within the noise of so few documents (the judge reaches 0.16 on coherence over 20 documents).",
     ]
@@ -156,7 +185,7 @@ def main() -> int:
             e["label_std_within_article"] = _within_std(rows, "judge.coherence")
             log(f"{name}: {s}")
         else:
-            pair_rows, s = compare_records(judged, RUBRICS[name], model, strategy="random",
+            pair_rows, s = compare_records(judged, RUBRICS[name], model, strategy=args.strategy,
                                            per_source=args.pairs_per_source, seed=0, cache=args.cache, progress=True)
             e["calls"] = s.calls
             e["missing"] = sum(s.missing.values())
@@ -198,6 +227,14 @@ def main() -> int:
         data["extra"]["comparison: pairs whose two orders agree on the winner"] = f"{agree} of {len(ab)}"
     save()
 
+    judge_stars = None
+    if judge_test:
+        rows, s = judge_records(judge_test, RUBRICS["stars"], model, cache=args.cache, progress=True)
+        judge_stars = {r["id"]: r.get("judge.coherence") for r in rows}
+        data["extra"][f"judge stars on test docs ({len(rows)} summaries of {args.judge_test_docs} documents) vs "
+                      "experts"] = f(corr(rows, "judge.coherence"))
+        log(f"test-document stars: {s}")
+        save()
     if args.no_students:
         print(render_md(data))
         return 0
@@ -209,22 +246,33 @@ def main() -> int:
                 by.setdefault(r["system_id"], []).append(r["judge.coherence"])
         prior = {s: sum(v) / len(v) for s, v in by.items()}
         e["prior"] = corr([dict(r, p=prior.get(r["system_id"])) for r in test], "p")
+        if judge_stars:
+            e["prior_vs_judge"] = corr([dict(r, p=prior.get(r["system_id"]), j=judge_stars[r["id"]])
+                                        for r in test if r["id"] in judge_stars], "p", gold="j")
         cfg = ModelConfig(name="student", encoder="minilm", mode="ref-free", max_length=512, hidden_sizes=[1024],
                           loss="pairwise")
-        tc = TrainConfig(num_threads=args.threads, seed=12, max_epochs=args.epochs, frozen_epochs=args.epochs,
-                         head_lr=3e-4)
+        vs_experts, vs_judge = [], []
         t0 = time.perf_counter()
-        if name == "comparison":
-            crecs, table = pairs_to_training([r for r in pair_rows if r.get("judge.coherence") is not None],
-                                             "judge.coherence")
-            m = train(crecs, "judge.coherence", "ref-free", config=cfg, train_config=tc, preferences=table)
-        else:
-            m = train([r for r in rows if r.get("judge.coherence") is not None], "judge.coherence", "ref-free",
-                      config=cfg, train_config=tc, label_range=(1, 5) if name == "stars" else (0, 100))
-        scored = m.score_records(test, name="student", batch_size=32)
-        e["student"] = corr(scored, "metric.student.coherence")
-        e["student_train_s"] = time.perf_counter() - t0
-        log(f"{name}: student {e['student']} prior {e['prior']}")
+        for seed in seeds:
+            tc = TrainConfig(num_threads=args.threads, seed=seed, max_epochs=args.epochs, frozen_epochs=args.epochs,
+                             head_lr=3e-4)
+            if name == "comparison":
+                crecs, table = pairs_to_training([r for r in pair_rows if r.get("judge.coherence") is not None],
+                                                 "judge.coherence")
+                m = train(crecs, "judge.coherence", "ref-free", config=cfg, train_config=tc, preferences=table)
+            else:
+                m = train([r for r in rows if r.get("judge.coherence") is not None], "judge.coherence", "ref-free",
+                          config=cfg, train_config=tc, label_range=(1, 5) if name == "stars" else (0, 100))
+            scored = m.score_records(test, name="student", batch_size=32)
+            vs_experts.append(corr(scored, "metric.student.coherence"))
+            if judge_stars:
+                sj = [dict(r, **{"judge.stars": judge_stars.get(r["id"])}) for r in scored if r["id"] in judge_stars]
+                vs_judge.append(corr(sj, "metric.student.coherence", gold="judge.stars"))
+        e["student"] = mean_over_seeds(vs_experts)
+        if vs_judge:
+            e["student_vs_judge"] = mean_over_seeds(vs_judge)
+        e["student_train_s"] = (time.perf_counter() - t0) / len(seeds)
+        log(f"{name}: student {e['student']} vs judge {e.get('student_vs_judge')} prior {e['prior']}")
         save()
     print(render_md(data))
     return 0

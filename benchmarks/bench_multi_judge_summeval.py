@@ -6,8 +6,8 @@ judges' different scales. Here: the published ratings of Shen et al. (2023) of S
 abstractive systems x 100 documents by gpt-4-0314 (rts), gpt-3.5-turbo-0301 (rts) and
 llama-2-70b-chat-hf (rts); documents sorted by ``doc_id``, 0-49 train, 50-99 test.
 
-For each judge set (GPT-4; GPT-4 + ChatGPT; GPT-4 + ChatGPT + Llama-2-70B; the single judges for
-reference) and each per-judge normalisation (none, zscore, rank; :mod:`csem.model.labels`), on the
+For each judge set (the single judges; GPT-4 + ChatGPT; ChatGPT + Llama-2-70B, the closest analogue
+of the paper's strong + weaker judge on different scales; all three) and each per-judge normalisation (none, zscore, rank; :mod:`csem.model.labels`), on the
 test documents, summary-level Spearman / Kendall tau-b with the expert means of:
 
 * the combined teacher itself (the mean of the judges' labels of each test summary, normalised per
@@ -15,11 +15,14 @@ test documents, summary-level Spearman / Kendall tau-b with the expert means of:
 * the system prior (each test summary scored by its system's mean combined label over the training
   documents: what a student could learn from the system alone),
 * a student trained on the combined training labels (4 aspects as heads over one encoder; the
-  recipe is printed in the notes), and for the largest judge set a student with separate heads
-  per judge (``--combine heads``).
+  recipe is printed in the notes), one per seed (``--seeds``; the table gives the mean over seeds
+  and their standard deviation), for the rows in ``STUDENTS``; for the largest judge set also a
+  student with separate heads per judge (``--combine heads``).
 
-Run:  nice -n 10 python benchmarks/bench_multi_judge_summeval.py [--threads 1] [--no-students]
-Out:  benchmarks/results/multi_judge_summeval.json and .md (rewritten after every run).
+Run:  nice -n 10 python benchmarks/bench_multi_judge_summeval.py [--threads 1] [--seeds 12,13,14]
+Out:  benchmarks/results/multi_judge_summeval.json and .md (rewritten after every student). A re-run
+      keeps every student trained with the same recipe on the same csem source tree (the git tree
+      hash of src/csem, so commits elsewhere do not retrain) and trains only the missing ones.
 """
 
 from __future__ import annotations
@@ -49,9 +52,16 @@ SETS = {
     "GPT-4 + ChatGPT + Llama-2-70B": ["gpt4", "chatgpt", "llama70b"],
     "ChatGPT": ["chatgpt"],
     "Llama-2-70B": ["llama70b"],
+    "ChatGPT + Llama-2-70B": ["chatgpt", "llama70b"],
     "ChatGPT rts + mcq + stareval": ["chatgpt", "chatgpt-mcq", "chatgpt-stareval"],
 }
-STUDENT_SETS = ("GPT-4", "GPT-4 + ChatGPT", "GPT-4 + ChatGPT + Llama-2-70B")
+# the students trained, most telling first (a run cut short by a busy machine still answers the question):
+# each single judge, then each mix raw and z-scored; one student per (set, normalisation, combine, seed)
+STUDENTS = (("GPT-4", "none", "mean"), ("ChatGPT", "none", "mean"), ("GPT-4 + ChatGPT", "none", "mean"),
+            ("ChatGPT + Llama-2-70B", "none", "mean"), ("GPT-4 + ChatGPT + Llama-2-70B", "none", "mean"),
+            ("Llama-2-70B", "none", "mean"), ("GPT-4 + ChatGPT", "zscore", "mean"),
+            ("ChatGPT + Llama-2-70B", "zscore", "mean"), ("GPT-4 + ChatGPT + Llama-2-70B", "zscore", "mean"),
+            ("GPT-4 + ChatGPT + Llama-2-70B", "none", "heads"))
 
 
 def log(msg: str) -> None:
@@ -76,6 +86,26 @@ def _fmt(c):
     return f"{c['spearman']:.3f} / {c['kendall']:.3f}"
 
 
+def _fmt_student(st):
+    """mean over seeds, with the seeds' standard deviation of the Spearman where there are several"""
+    per = st.get("per_seed") or {}
+    sd = f" (sd {st['sd_spearman']:.3f}, {len(per)} seeds)" if len(per) > 1 else ""
+    return _fmt(st["average"]) + sd
+
+
+def seed_mean(per_seed: dict) -> dict:
+    """Per-aspect and average Spearman/Kendall averaged over seeds, with the seeds' sd of the average
+    Spearman (population sd, ``statistics.pstdev``)."""
+    import statistics
+
+    runs = list(per_seed.values())
+    out = {a: {k: statistics.fmean(r[a][k] for r in runs) for k in ("spearman", "kendall")}
+           for a in (*ASPECTS, "average")}
+    out["sd_spearman"] = statistics.pstdev([r["average"]["spearman"] for r in runs])
+    out["per_seed"] = {s: r["average"]["spearman"] for s, r in per_seed.items()}
+    return out
+
+
 def render_md(d: dict) -> str:
     m = d["meta"]
     lines = ["# Several judges as one teacher (SummEval, published ratings of Shen et al. 2023)", "",
@@ -88,7 +118,7 @@ def render_md(d: dict) -> str:
         lines.append(f"| {e['set']} | {e['normalise']}{' (' + e['combine'] + ')' if e['combine'] != 'mean' else ''} | "
                      f"{_fmt(e['teacher']['average']) if e.get('teacher') else ''} | "
                      f"{_fmt(e['prior']['average']) if e.get('prior') else ''} | "
-                     f"{_fmt(st['average']) if st else ''} |")
+                     f"{_fmt_student(st) if st else ''} |")
     lines += ["", "Per aspect, Spearman (teacher / student):", "",
               "| judges | normalisation | " + " | ".join(ASPECTS) + " |", "|---|---|" + "---|" * len(ASPECTS)]
     for key, e in d["rows"].items():
@@ -109,7 +139,7 @@ def main() -> int:
     ap.add_argument("--data", default=None, help="folder holding summeval/ and summeval_llm_shen2023/ "
                     "(default: csem's data lookup, CSEM_DATA or ../shared/data)")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--seed", type=int, default=12)
+    ap.add_argument("--seeds", default="12", help="comma-separated training seeds; one student per seed")
     ap.add_argument("--epochs", type=int, default=None, help="default: TrainConfig().max_epochs")
     ap.add_argument("--head-lr", type=float, default=None, help="default: TrainConfig().head_lr")
     ap.add_argument("--hidden", type=int, nargs="+", default=None, help="default: ModelConfig().hidden_sizes")
@@ -140,18 +170,22 @@ def main() -> int:
     elif args.epochs is not None:
         tc_over["frozen_epochs"] = args.epochs
     model_cfg = ModelConfig(name="student", mode="ref-free", **cfg_over)
-    train_cfg = TrainConfig(num_threads=args.threads, seed=args.seed, **tc_over)
+    seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
+    train_cfg = TrainConfig(num_threads=args.threads, seed=seeds[0], **tc_over)
     import subprocess
 
     import csem
 
     src = Path(csem.__file__).resolve().parents[1]
     rev = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    tree = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD:src/csem"], capture_output=True,
+                          text=True)
     dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--", "."], capture_output=True, text=True)
+    changed = " + uncommitted changes" if dirty.stdout.strip() else ""
     recipe = {"model": model_cfg.model_dump(mode="json", exclude={"labels"}),
-              "train": train_cfg.model_dump(mode="json", exclude={"num_threads", "progress"}),
-              "csem": (rev.stdout.strip() or "unknown") + (" + uncommitted changes" if dirty.stdout.strip() else ""),
-              "csem_path": str(src)}
+              "train": train_cfg.model_dump(mode="json", exclude={"num_threads", "progress", "seed"}),
+              "csem_tree": (tree.stdout.strip() or "unknown") + changed}
+    code = {"csem": (rev.stdout.strip() or "unknown") + changed, "csem_path": str(src)}
 
     base = Path(args.data) if args.data else None
     recs: dict[str, dict] = {}
@@ -181,22 +215,23 @@ def main() -> int:
         f"(frozen for {train_cfg.frozen_epochs}, top {train_cfg.train_layers} encoder layers trained after), loss "
         f"{model_cfg.loss}, head {model_cfg.hidden_sizes}, lr {train_cfg.lr} / head lr {train_cfg.head_lr}, batch "
         f"{train_cfg.batch_size}, max_length {model_cfg.max_length}, overlap features {model_cfg.overlap_features}, "
-        f"seed {train_cfg.seed}, no dev set (last epoch kept); 4 aspects as 4 heads over one encoder; trained on "
-        f"all 50 training documents. csem {recipe['csem']}; full configuration in the JSON (meta.recipe).",
+        f"seeds {', '.join(map(str, seeds))} (one student each; mean and sd over seeds), no dev set (last epoch kept); "
+        "4 aspects as 4 heads over one encoder; trained on all 50 training documents. csem source tree "
+        f"{recipe['csem_tree']} (commit {code['csem']}); full configuration in the JSON (meta.recipe).",
         "Paper (CSEM Sec. IV-C, SummEval, student Spearman): ChatGPT alone 0.442, ChatGPT + text-davinci-003 "
         "0.397 (raw labels).",
     ]
     data = {"meta": {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
                      "machine": f"{platform.machine()}, {os.cpu_count()} CPUs (shared)", "threads": args.threads,
                      "n_train": len(train_recs), "n_test": len(test_recs), "args": vars(args), "recipe": recipe,
-                     "notes": notes},
+                     **code, "notes": notes},
             "rows": {}}
     prev = out.with_suffix(".json")
-    done_students = {}
-    if prev.exists():  # resume: keep students of an earlier run with the same recipe
+    done: dict[str, dict] = {}  # row key -> {seed: summary_corr} of an earlier run with the same recipe and code
+    if prev.exists():
         old = json.loads(prev.read_text(encoding="utf-8"))
         if old.get("meta", {}).get("recipe") == recipe:
-            done_students = {k: v.get("student") for k, v in old.get("rows", {}).items() if v.get("student")}
+            done = {k: dict(v.get("student_seeds") or {}) for k, v in old.get("rows", {}).items()}
 
     def save():
         out.with_suffix(".json").write_text(json.dumps(data, indent=2), encoding="utf-8")
@@ -227,32 +262,27 @@ def main() -> int:
             for r in test_recs:
                 prior_rows.append(dict(r, **{f"prior.{a}": sys_mean[a].get(r["system_id"]) for a in ASPECTS}))
             entry["prior"] = summary_corr(prior_rows, lambda a: f"prior.{a}")
-        if key in done_students:  # kept from an earlier run with the same recipe
-            entry["student"] = done_students[key]
+        if done.get(key):  # kept from an earlier run with the same recipe and csem source
+            entry["student_seeds"] = done[key]
+            entry["student"] = seed_mean(done[key])
         log(f"{key}: teacher {entry.get('teacher', {}).get('average')} prior {entry.get('prior', {}).get('average')}")
         data["rows"][key] = entry
         prepared[key] = tr
     save()
     if args.no_students:
         todo = []
-    else:  # most telling first, so that a run cut short by a busy machine still answers the question
-        todo = [f"{s} | {n} | {c}" for s, n, c in (
-            ("GPT-4", "none", "mean"), ("GPT-4 + ChatGPT", "none", "mean"),
-            ("GPT-4 + ChatGPT + Llama-2-70B", "none", "mean"), ("GPT-4 + ChatGPT + Llama-2-70B", "zscore", "mean"),
-            ("GPT-4 + ChatGPT", "zscore", "mean"), ("GPT-4 + ChatGPT + Llama-2-70B", "none", "heads"),
-            ("GPT-4 + ChatGPT + Llama-2-70B", "rank", "mean"), ("GPT-4 + ChatGPT", "rank", "mean"),
-            ("GPT-4 + ChatGPT + Llama-2-70B", "zscore", "heads"), ("GPT-4", "zscore", "mean"),
-            ("GPT-4", "rank", "mean"))]
-        assert all(k in data["rows"] for k in todo) and {k.split(" | ")[0] for k in todo} == set(STUDENT_SETS)
+    else:  # seed by seed, so that a run cut short by a busy machine has every row at the first seeds
+        todo = [(f"{s} | {n} | {c}", seed) for seed in seeds for s, n, c in STUDENTS]
+        assert all(k in data["rows"] for k, _ in todo)
     lower_cache: dict = {}  # frozen lower layers' token states of the training texts, shared by all students
-    for key in todo:
+    for key, seed in todo:
         entry, tr = data["rows"][key], prepared[key]
-        if entry.get("student"):
+        if str(seed) in entry.get("student_seeds", {}):
             continue
         combine = entry["combine"]
         t0 = time.perf_counter()
         model = train(tr.records, tr.label_cols, "ref-free", config=model_cfg.model_copy(deep=True),
-                      train_config=train_cfg, label_range=tr.label_range,
+                      train_config=train_cfg.model_copy(update={"seed": seed}), label_range=tr.label_range,
                       lower_cache=lower_cache if train_cfg.train_layers else None)
         train_s = time.perf_counter() - t0
         scored = model.score_records(test_recs, name="student", batch_size=32)
@@ -265,9 +295,11 @@ def main() -> int:
             col = lambda a: f"metric.student.{a}"  # noqa: E731
         else:
             col = lambda a: f"metric.student.{model.config.labels[ASPECTS.index(a)].aspect}"  # noqa: E731
-        entry["student"] = summary_corr(scored, col)
-        entry["student"]["train_s"] = train_s
-        log(f"{key}: student {entry['student']['average']} ({train_s:.0f} s train, "
+        result = summary_corr(scored, col)
+        result["train_s"] = train_s
+        entry.setdefault("student_seeds", {})[str(seed)] = result
+        entry["student"] = seed_mean(entry["student_seeds"])
+        log(f"{key} seed {seed}: student {result['average']} ({train_s:.0f} s train, "
             f"{time.perf_counter() - t0:.0f} s with scoring)")
         save()
     log(f"wrote {out.with_suffix('.md')}")

@@ -103,6 +103,21 @@ def test_builtin_pairwise_rubrics():
         PairwiseRubric(id="x", aspect="q", criteria="c", template="{{ candidate_a }}")
 
 
+def test_multi_aspect_id_names_the_pairwise_twins_of_its_aspects():
+    from csem.rubrics.pairwise import load_pairwise_rubrics
+
+    for rid in ("csem/summ-multi-ref-free", "pairwise/summ-multi-ref-free"):
+        twins = load_pairwise_rubrics(rid)
+        assert [r.id for r in twins] == [f"pairwise/summ-{a}-ref-free" for a in
+                                         load_rubric("csem/summ-multi-ref-free").aspect_names]
+    assert [r.aspect for r in load_pairwise_rubrics("csem/mt-multi-ref-based")] == \
+        load_rubric("csem/mt-multi-ref-based").aspect_names
+    assert all(r.uses_reference for r in load_pairwise_rubrics("csem/tst-multi-ref-based"))
+    assert [r.id for r in load_pairwise_rubrics("csem/summ-fluency-ref-free")] == ["pairwise/summ-fluency-ref-free"]
+    with pytest.raises(RubricError, match="unknown"):
+        load_pairwise_rubrics("csem/summ-multi-nothing")
+
+
 def test_preference_scores():
     rows = [{"id_a": "x", "id_b": "y", "judge.q": 0.8}, {"id_a": "y", "id_b": "z", "judge.q": 0.6},
             {"id_a": "x", "id_b": "z", "judge.q": None}]

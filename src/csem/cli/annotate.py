@@ -40,7 +40,8 @@ def annotate(
     reference-free or reference-based); cached, resumable, with a cost summary. With --compare, judge
     pairs of candidates instead, with the pairwise version of a CSEM rubric
     (csem/summ-coherence-ref-free or pairwise/summ-coherence-ref-free; one per aspect of every
-    single-aspect CSEM rubric)."""
+    single-aspect CSEM rubric; a multi-aspect id such as csem/summ-multi-ref-free compares on each of
+    its aspects, one judge call per aspect and order)."""
     check_output_path(out)  # before any work
     if compare:
         from csem.pipeline.annotate import compare_file

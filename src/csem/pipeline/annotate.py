@@ -92,7 +92,8 @@ def compare_file(candidates: str | Path | Sequence[Mapping], out: str | Path, *,
         out: the preference file, one row per pair (:mod:`csem.judge.comparison`); ``csem train
             --pairs`` reads it. Several rubrics add one ``judge.<aspect>`` column each.
         rubrics: pairwise rubric ids or files (a CSEM rating rubric id such as
-            ``csem/summ-coherence-ref-free`` names its pairwise version).
+            ``csem/summ-coherence-ref-free`` names its pairwise version; a multi-aspect one such as
+            ``csem/summ-multi-ref-free`` names the pairwise versions of its aspects).
         strategy, per_source, rating_col, seed: which pairs (:func:`csem.judge.comparison.select_pairs`).
         mode: ``probs`` (preference probability from the A/B tokens) | ``parse``.
         cache: SQLite judgment cache; default ``<out>.judge_cache.sqlite``.
@@ -102,11 +103,11 @@ def compare_file(candidates: str | Path | Sequence[Mapping], out: str | Path, *,
         seconds). Writes ``<out>.judge.json`` with ``"comparison": true`` and each column's scale [0, 1].
     """
     from csem.judge.comparison import compare_records, select_pairs
-    from csem.rubrics.pairwise import load_pairwise_rubric
+    from csem.rubrics.pairwise import load_pairwise_rubrics
 
     out = Path(out)
     recs = read_records(candidates, columns=columns) if isinstance(candidates, (str, Path)) else list(candidates)
-    loaded = [load_pairwise_rubric(r) for r in rubrics]
+    loaded = [rub for r in rubrics for rub in load_pairwise_rubrics(r)]
     aspects = [r.aspect for r in loaded]
     if len(set(aspects)) != len(aspects):
         raise ValueError(f"two pairwise rubrics judge the same aspect: {aspects}")

@@ -151,9 +151,9 @@ class Pipeline:
         return self._rubrics(c.rubrics if c is not None and c.rubrics else None)
 
     def compare_aspects(self) -> list[str]:
-        from csem.rubrics.pairwise import load_pairwise_rubric
+        from csem.rubrics.pairwise import load_pairwise_rubrics
 
-        return [load_pairwise_rubric(r).aspect for r in self.compare_rubrics()]
+        return [rub.aspect for r in self.compare_rubrics() for rub in load_pairwise_rubrics(r)]
 
     def _stage(self, name: str, settings, upstream: list[str], inputs: list[Path], outputs: list[str],
                fn: Callable[[], dict], force: bool) -> None:

@@ -106,6 +106,26 @@ def list_pairwise_rubrics() -> list[str]:
     return sorted(f"pairwise/{p.stem}" for p in PAIRWISE_DIR.glob("*.yaml"))
 
 
+def load_pairwise_rubrics(id_or_path: str | Path) -> list[PairwiseRubric]:
+    """The pairwise rubrics one id names: a multi-aspect CSEM rubric's id (``csem/summ-multi-ref-free``
+    or ``pairwise/summ-multi-ref-free``) names the pairwise twins of its aspects, in the rating rubric's
+    aspect order (a comparison asks one question per prompt, so each aspect is its own judge call);
+    any other id or file names one rubric (:func:`load_pairwise_rubric`).
+
+    Raises:
+        RubricError: unknown id or file, or an aspect of the multi-aspect rubric without a twin (named).
+    """
+    key = str(id_or_path).strip()
+    name = key.split("/", 1)[1] if key.startswith(("pairwise/", "csem/")) else None
+    if name and "-multi-" in name and not (PAIRWISE_DIR / f"{name}.yaml").is_file():
+        from csem.rubrics.loader import load_rubric
+
+        multi = load_rubric(f"csem/{name}")
+        task, ref = name.split("-multi-", 1)
+        return [load_pairwise_rubric(f"pairwise/{task}-{a.aspect}-{ref}") for a in multi.aspects]
+    return [load_pairwise_rubric(key)]
+
+
 def load_pairwise_rubric(id_or_path: str | Path) -> PairwiseRubric:
     """A built-in pairwise rubric by id (``pairwise/summ-coherence-ref-free``; the rating rubric's id
     ``csem/summ-coherence-ref-free`` names the same one) or a YAML/TOML file with ``kind: pairwise``.
