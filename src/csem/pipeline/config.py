@@ -79,14 +79,15 @@ class CompareConfig(_Strict):
 
     rubrics: pairwise rubric ids or files; default: the pairwise versions of ``annotate.rubrics``
     (``csem/summ-coherence-ref-free`` names ``pairwise/summ-coherence-ref-free``). pairs: ``all``
-    pairs per source, ``random`` (``per_source`` pairs per source, seeded by ``seed``) or
+    pairs per source, ``random`` (``per_source`` pairs per source, seeded by ``seed``), ``balanced``
+    (``per_source`` pairs in random perfect matchings, every candidate compared as often) or
     ``adjacent`` (neighbours after sorting by ``rating_col``, default the annotate stage's judge
     column when it wrote only one). mode: ``probs`` | ``parse``. judge, options: default the
     annotate stage's.
     """
 
     rubrics: list[str] | None = Field(None, min_length=1)
-    pairs: Literal["all", "random", "adjacent"] = "all"
+    pairs: Literal["all", "random", "balanced", "adjacent"] = "all"
     per_source: int | None = Field(None, ge=1)
     rating_col: str | None = None
     seed: int = 0
@@ -96,10 +97,10 @@ class CompareConfig(_Strict):
 
     @model_validator(mode="after")
     def _pairs(self) -> "CompareConfig":
-        if self.pairs == "random" and self.per_source is None:
-            raise ValueError("compare.pairs 'random' needs compare.per_source (pairs per source)")
-        if self.pairs != "random" and self.per_source is not None:
-            raise ValueError(f"compare.per_source goes with pairs 'random', not '{self.pairs}'")
+        if self.pairs in ("random", "balanced") and self.per_source is None:
+            raise ValueError(f"compare.pairs '{self.pairs}' needs compare.per_source (pairs per source)")
+        if self.pairs not in ("random", "balanced") and self.per_source is not None:
+            raise ValueError(f"compare.per_source goes with pairs 'random' or 'balanced', not '{self.pairs}'")
         return self
 
 
