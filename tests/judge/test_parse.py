@@ -117,3 +117,59 @@ def test_structured_answer_beats_numbers_in_its_reasoning():
     text = '{"reason": "Score 5 would need all 3 points; it has 2.", "score": 2}'
     assert parse_score(text, SCALE).score == 2
     assert parse_score("Coherence: 4\n[RESULT] 2", SCALE, aspect="coherence").score == 2
+
+
+# issue 20: answer families the parser must read (each family decided deliberately; rules 0, 1 and 4
+# of csem.judge.parse's docstring)
+THINK = "<think>The summary is clear, but 5 would need every point; 3 seems low. Say 4.</think>\n"
+
+
+@pytest.mark.parametrize("text, expected", [
+    # reasoning models: the answer after the reasoning block, never a number inside it
+    (THINK + "Score: 4", 4), (THINK + "4", 4), ("<think>2? 5?</think>\n\n**Coherence: 3**", 3),
+    ("</think>\n\nScore: 2", 2),  # the opening tag was part of the prompt
+    ("<thinking>Maybe 1.</thinking>\nRating: 5/5", 5), ("<THINK>hmm 2</THINK> [RESULT] 4", 4),
+    # LaTeX boxed final answers
+    ("The final answer is $\\boxed{4}$.", 4), ("\\boxed{3}", 3), ("So the score is \\boxed{\\text{2}}", 2),
+    ("\\boxed{4/5}", 4), (THINK + "\\boxed{5}", 5),
+    # labels in other languages
+    ("Note : 4", 4), ("Note : 4/5", 4), ("Note : 4 sur 5", 4), ("Puntuación: 4", 4), ("Calificación: 3.", 3),
+    ("Bewertung: 4/5", 4), ("Bewertung: 4 von 5 Punkten", 4), ("Punteggio: 3 su 5", 3), ("Pontuação: 2", 2),
+    ("Оценка: 4", 4), ("评分：4", 4), ("评分: 4分", 4), ("该摘要的得分为4分。", 4), ("評価：４", 4), ("점수: 5", 5),
+    ("Le résumé est clair.\nNote : 5", 5), ("Nota: 4 - el resumen es coherente", 4),
+    # Markdown tables: the aspect's row, a single score column, an aspect column, an overall row
+    ("| Aspect | Score |\n|---|---|\n| Coherence | 4 |\n| Fluency | 2 |", 4),
+    ("| Criterion | Score (1-5) | Comment |\n|:--|:-:|---|\n| **Coherence** | **3** | 2 points out of order |", 3),
+    ("| Score | Explanation |\n|-------|-------------|\n| 4 | Well organised, 2 minor slips |", 4),
+    ("Here is my assessment:\n\n| Coherence | Fluency |\n|---|---|\n| 4 | 3 |", 4),
+    ("| Criterion | Score |\n|---|---|\n| Relevance | 3 |\n| Fluency | 2 |\n| **Overall** | **4** |", 4),
+    ("Aspect | Rating\n--- | ---\nCoherence | 4/5", 4),
+    ("| Aspect | Score | Max |\n|---|---|---|\n| Coherence | 4 | 5 |\n| Fluency | 3 | 5 |", 4),  # the score column ("| Aspect | Note |\n|---|---|\n| Coherence | 4 |", 4),
+])
+def test_parses_answer_families_issue20(text, expected):
+    r = parse_score(text, SCALE, aspect="coherence")
+    assert r.score == pytest.approx(expected), (text, r)
+    assert r.reason is None
+
+
+@pytest.mark.parametrize("text, reason", [
+    # an unclosed reasoning block: the model ran out of tokens while thinking; numbers inside are not read
+    ("<think>The summary is good, I would say 4", "unfinished reasoning"),
+    ("<think>Score: 4</think><think>On reflection maybe 3", "unfinished reasoning"),
+    (THINK, "empty answer after the reasoning block"), (THINK + "   \n", "empty answer"),
+    (THINK + "The summary is fine.", "no score found"),
+    # other languages: out of scale, another scale, an English "Note:" that is not a score
+    ("Note : 4 sur 10", "score on another scale"), ("Bewertung: 4/10", "score on another scale"),
+    ("评分：9", "out of scale"), ("Note: the summary covers 3 of the 5 points.", "no score found"),
+    ("Note: 4 sentences are too long.", "no score found"),
+    # boxed: out of scale or a range
+    ("\\boxed{7}", "out of scale"), ("\\boxed{3-4}", "ambiguous score"),
+    # tables: scored rows but none for the aspect (never one of them picked), two numbers in the row
+    ("| Criterion | Score |\n|---|---|\n| Relevance | 3 |\n| Fluency | 2 |", "no score found"),
+    ("| Aspect | Judge 1 | Judge 2 |\n|---|---|---|\n| Coherence | 4 | 5 |", "ambiguous score"),
+    ("| Year | Goals |\n|---|---|\n| 2015 | 3 |", "no score found"),  # a table without scores
+    ("| Aspect | Score |\n|---|---|\n| Coherence | 9 |", "out of scale"),
+])
+def test_missing_answer_families_issue20(text, reason):
+    r = parse_score(text, SCALE, aspect="coherence")
+    assert r.score is None and r.reason.startswith(reason), (text, r)

@@ -3,11 +3,22 @@
 An answer with no clear score on the rubric's scale is *missing* (``score=None``) with a reason;
 never 0, never NaN, never a guess. The rules, in the order they are tried:
 
+0. **Reasoning models**: the text of a reasoning block (``<think>...</think>``, also ``<thinking>``,
+   ``<reasoning>``, ``<thought>``) is never read; the answer after the last closing tag is (also when
+   the opening tag was part of the prompt and only ``</think>`` appears). A block that is opened and
+   never closed (the model ran out of tokens while thinking) is missing (``unfinished reasoning``),
+   and so is an empty answer after the block (``empty answer after the reasoning``), even when the
+   reasoning names numbers.
 1. **Structured answers** are read first, the last one wins: JSON (``{"score": 4, "reason": ...}``,
    also inside a code fence or cut off after the score; keys: the rubric's aspect, ``score``,
    ``rating``, ``final_score``, ``overall_score``, ``grade``, ``result``; one level of nesting such as
    ``{"scores": {"coherence": 4}}``), Prometheus' ``[RESULT] 4``, tags ``<score>4</score>``
-   (``score``, ``rating``, ``grade``, ``answer``, ``result`` or the aspect) and MT-Bench's ``[[4]]``.
+   (``score``, ``rating``, ``grade``, ``answer``, ``result`` or the aspect), MT-Bench's ``[[4]]``, a
+   LaTeX ``\\boxed{4}`` (reasoning models' final answers), and **Markdown tables**: the score cell of
+   the row naming the rubric's aspect (``| Coherence | 4 |``), of the one data row under a score
+   header (``| Score | Reason |``), of a column headed by the aspect with one data row, or of an
+   ``Overall``/``Final``/``Total`` row; a table with several scored rows and none for the aspect is
+   missing (``no score found (a table ...)``), never one of its rows picked.
 2. **Echoed prompt text is dropped** before the free-text rules: a scale description (two or more
    lines such as ``Score 1: The response ...`` / ``5 - excellent``), a quoted reference answer labelled
    with its own score (``Reference Answer (Score 5): ...`` up to the next blank line or header), and
@@ -18,7 +29,11 @@ never 0, never NaN, never a guess. The rules, in the order they are tried:
    text after it is read first; the whole answer only when it holds no score.
 4. **Free text**, first rule that matches, last occurrence within a rule: a number labelled with the
    rubric's aspect (``Coherence: 4``, ``The coherence of this summary is 2``), then with a generic
-   label (``Score: 4``, ``Rating - 4``, ``score of 2``, ``My rating is 4``); a form line ``Name: 4``;
+   label (``Score: 4``, ``Rating - 4``, ``score of 2``, ``My rating is 4``), then with a label in
+   another language (``Note : 4``, ``Puntuación: 4``, ``Bewertung: 4/5``, ``Punteggio: 4``,
+   ``Pontuação: 4``, ``Оценка: 4``, ``评分：4``, ``得分：4分``, ``評価：4``; full-width digits and colons
+   read as ASCII), where the number must end its line or clause (``Note: 3 of the 5 points`` is an
+   English note, not a score); a form line ``Name: 4``;
    a verb (``I would rate it 4``, ``I'd give this summary a 2``, ``deserves a 4``); a number the
    answer starts with (``4``, ``4.``, ``4 - clear``; not the first item of a numbered list); a number
    carrying the scale anywhere (``4/5``, ``4 out of 5``, ``4 stars``); star glyphs (``★★★★☆``). A
@@ -31,7 +46,8 @@ How a value is read:
 * Numbers: ``4``, ``3.5``, ``4,5`` (decimal comma: 4.5), ``1,000`` (thousands: 1000), ``1e3`` (1000),
   ``-2`` (a minus sign directly before the digits is kept, so ``Score: -2`` on 1-5 is out of scale);
   words ``zero`` ... ``ten``, and ``three and a half`` (3.5).
-* A denominator must be the rubric's maximum: ``4/5``, ``4 out of 5``; ``4/10`` and ``4 out of ten``
+* A denominator must be the rubric's maximum: ``4/5``, ``4 out of 5`` (also ``4 sur 5``, ``4 von 5``,
+  ``4 de 5``, ``4 su 5``, ``4 из 5``); ``4/10`` and ``4 out of ten``
   on a 1-5 scale are missing (``score on another scale``).
 * A range or hedge (``4-5``, ``3 to 4``, ``2 or 3``, ``between 3 and 4``) is missing (``ambiguous
   score``): the judge did not decide, and neither end nor the midpoint is its verdict.
@@ -55,7 +71,7 @@ _HALF = r"\s+and\s+a\s+half\b"
 _VALUE = re.compile(
     rf"(?P<a>{_NUM})(?P<ah>{_HALF})?"
     rf"(?:\s*(?P<sep>-|\u2013|\u2014|\bto\b|\bor\b|\band\b)\s*(?P<b>{_NUM})(?P<bh>{_HALF})?)?"
-    rf"(?:\s*(?:/|\bout\s+of\b)\s*(?P<d>{_NUM}))?", re.IGNORECASE)
+    rf"(?:\s*(?:/|\bout\s+of\b|\b(?:sur|von|de|di|su|из)\b)\s*(?P<d>{_NUM}))?", re.IGNORECASE)
 _LABEL = r"(?:final\s+score|overall\s+score|score|rating|grade|evaluation|verdict|stars?)"
 _HYPOTHETICAL = re.compile(r"\s*[,;]?\s*(?:would|means|meaning|indicates|represents|corresponds|is\s+reserved|"
                            r"is\s+given|is\s+for|=\s*[a-z])", re.IGNORECASE)
@@ -63,7 +79,20 @@ _CORRECTION = re.compile(r"\b(?:no,?\s+wait|wait,?\s+no|actually|correction|on\s
                          r"let\s+me\s+(?:revise|correct|reconsider)|i\s+mean|scratch\s+that)\b", re.IGNORECASE)
 _JSON_KEYS = ("score", "rating", "final_score", "overall_score", "grade", "result", "overall")
 
+# labels in other languages (French, Spanish, German, Italian, Portuguese, Dutch, Russian, Chinese, Japanese, Korean)
+_FOREIGN_LABEL = (r"(?:note|notation|puntuaci[oó]n|calificaci[oó]n|puntaje|nota|bewertung|punktzahl|punkte|"
+                  r"punteggio|valutazione|voto|pontua[cç][aã]o|avalia[cç][aã]o|beoordeling|cijfer|"
+                  r"оценка|балл|баллы|评分|分数|得分|打分|評分|評価|スコア|点数|得点|점수|평가)")
+# what may follow a number read after a foreign label: end of line, punctuation, or a unit word
+_FOREIGN_END = re.compile(r"\s*(?:$|\n|[.!;,)\]\-\u2013\u2014(]|分|点|점|(?:points?|punkte?|puntos?|punti|pontos|"
+                          r"баллов|балла|балл|sur|von|de|di|su)\b)", re.IGNORECASE)
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+_THINK_TAGS = r"(?:think|thinking|reasoning|thought)"
+# full-width ASCII forms (U+FF01-FF5E: "：", "４") -> ASCII, and the ideographic space
+_FULLWIDTH = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
+
 REASON_EMPTY = "empty answer"
+REASON_UNFINISHED = "unfinished reasoning"
 REASON_NO_SCORE = "no score found"
 REASON_OUT_OF_SCALE = "out of scale"
 REASON_OTHER_SCALE = "score on another scale"
@@ -107,7 +136,7 @@ def _number(tok: str) -> float:
 
 
 def _clean(text: str) -> str:
-    t = text.replace("\u2019", "'").replace("\u00a0", " ")
+    t = text.translate(_FULLWIDTH).replace("\u2019", "'").replace("\u00a0", " ")
     t = re.sub(r"[*_`#]+", " ", t)  # markdown emphasis, code, headings
     t = re.sub(r"[ \t]+", " ", t)
     return t.strip()
@@ -172,15 +201,84 @@ class _Reader:
         for pat in (r"\[RESULT\]\s*[:\-]?\s*\(?\s*",
                     rf"<(?P<tag>score|rating|grade|answer|result{'|' + re.escape(self.aspect) if self.aspect else ''})"
                     r"\s*>\s*",
-                    r"\[\[\s*"):
+                    r"\[\[\s*",
+                    r"\\boxed\s*\{\s*(?:\\(?:text|textbf|mathrm|mathbf)\s*\{\s*)?"):
             for m in re.finditer(pat, t, re.IGNORECASE):
                 v = self.value_at(t, m.end())
                 if v is None:
                     continue
                 found.append((m.start(), self.decide(v, t[m.start():v.end()])))
+        found.extend(self.tables(t))
         if not found:
             return None
         return max(found, key=lambda x: x[0])[1]
+
+    def tables(self, t: str) -> list[tuple[int, ParseResult]]:
+        """Scores read from Markdown tables (module docstring, rule 1), with each table's position."""
+        out = []
+        lines = t.split("\n")
+        starts = [sum(len(x) + 1 for x in lines[:i]) for i in range(len(lines))]
+        i = 0
+        while i < len(lines):
+            if not _is_row(lines[i]) or i + 1 >= len(lines) or not _is_separator(lines[i + 1]):
+                i += 1
+                continue
+            header = _cells(lines[i])
+            j = i + 2
+            rows = []
+            while j < len(lines) and _is_row(lines[j]) and not _is_separator(lines[j]):
+                rows.append(_cells(lines[j]))
+                j += 1
+            r = self._from_table(header, rows)
+            if r is not None:
+                out.append((starts[i], r))
+            i = j
+        return out
+
+    def _cell(self, cell: str) -> ParseResult | None:
+        return self.read_string(re.sub(r"[*_`]+", "", cell).translate(_FULLWIDTH), cell)
+
+    def _from_table(self, header: list[str], rows: list[list[str]]) -> ParseResult | None:
+        if not rows:
+            return None
+        norm = [re.sub(r"[*_`:]+", "", h).strip().lower() for h in header]
+        aspect = self.aspect.replace("_", " ").lower() if self.aspect else None
+        label = re.compile(rf"^(?:{_LABEL}|{_FOREIGN_LABEL})(?:\s*\(.*\))?$", re.IGNORECASE)
+        score_cols = [k for k, h in enumerate(norm) if label.match(h)]
+
+        def row_value(row: list[str]) -> ParseResult | None:
+            cells = [row[k] for k in score_cols if k < len(row)] if score_cols else row[1:]
+            vals = [v for v in (self._cell(c) for c in cells) if v is not None]
+            if len(vals) > 1:
+                return ParseResult(None, f"{REASON_AMBIGUOUS} (a table row with several numbers: "
+                                   f"{' | '.join(row)})", " | ".join(row))
+            return vals[0] if vals else None
+
+        def names(row: list[str], *words: str) -> bool:
+            first = re.sub(r"[*_`:]+", "", row[0]).strip().lower() if row else ""
+            return any(w and (first == w or re.match(rf"^{re.escape(w)}\b", first)) for w in words)
+
+        # a row for the aspect
+        if aspect:
+            hit = [row for row in rows if names(row, aspect)]
+            if hit:
+                return row_value(hit[-1])
+            # a column headed by the aspect, one data row
+            if aspect in norm and len(rows) == 1:
+                k = norm.index(aspect)
+                return self._cell(rows[0][k]) if k < len(rows[0]) else None
+        if not score_cols:
+            return None
+        if len(rows) == 1:
+            return row_value(rows[0])
+        final = [row for row in rows if names(row, "overall", "final", "total", "overall score", "final score")]
+        if final:
+            return row_value(final[-1])
+        if any(row_value(row) is not None for row in rows):
+            what = f"no row for {self.aspect}" if self.aspect else "no overall row"
+            return ParseResult(None, f"{REASON_NO_SCORE} (a table of {len(rows)} scored rows, {what})",
+                               " | ".join(header))
+        return None
 
     def _from_json(self, obj, keys: list[str], text: str, depth: int = 0) -> ParseResult | None:
         if not isinstance(obj, dict) or depth > 2:
@@ -262,6 +360,19 @@ class _Reader:
                 h, v = hits[-1]
                 return self.decide(v, t[h.start():v.end()])
 
+        # a label in another language: "Note : 4", "Puntuación: 4", "Bewertung: 4/5", "评分：4", "得分为4分"
+        hits = []
+        for h in re.finditer(rf"(?:^|(?<=[\s\-(\[])|(?<=[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]))"
+                             rf"{_FOREIGN_LABEL}(?:\b|(?<={_CJK.pattern}))"
+                             rf"(?P<gap>\s*(?:[:=\-\u2013]|为|是|は|は|:)?\s*(?:de\s+|di\s+|von\s+)?)(?={_NUM})", t, flags):
+            v = self.value_at(t, h.end())
+            if v is None or not _starts_word(t, h.end()) or not _FOREIGN_END.match(t, v.end()):
+                continue
+            hits.append((h, v))
+        if hits:
+            h, v = hits[-1]
+            return self.decide(v, t[h.start():v.end()])
+
         # a form line "Name: 4", alone on its line
         hits = []
         for h in re.finditer(r"(?m)^[ \t\-]*[A-Za-z][A-Za-z ]{0,30}?\s*[:=]\s*(?=\S)", t):
@@ -305,7 +416,48 @@ class _Reader:
 
 
 def _starts_word(t: str, pos: int) -> bool:
-    return pos == 0 or not (t[pos - 1].isalnum() or t[pos - 1] in ".,")
+    """No letter, digit or decimal mark glued before ``pos`` (CJK text has no spaces: a CJK
+    character before a number is a word boundary)."""
+    return pos == 0 or not ((t[pos - 1].isalnum() and not _CJK.match(t[pos - 1])) or t[pos - 1] in ".,")
+
+
+def _is_row(line: str) -> bool:
+    """A Markdown table row (with or without the outer pipes); a header counts only when a
+    separator line (``|---|---|``) follows it."""
+    return "|" in line and bool(line.strip().strip("|").strip())
+
+
+def _is_separator(line: str) -> bool:
+    return bool(re.match(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$", line))
+
+
+def _cells(line: str) -> list[str]:
+    s = line.strip()
+    if s.startswith("|"):
+        s = s[1:]
+    if s.endswith("|"):
+        s = s[:-1]
+    return [c.strip() for c in s.split("|")]
+
+
+def strip_reasoning(text: str) -> tuple[str, str | None]:
+    """The answer without its reasoning block (rule 0 of the module docstring), and the missing
+    reason when there is no answer to read (an unclosed block, nothing after it), else None.
+
+    >>> strip_reasoning("<think>4 or 5? The summary is clear.</think>\\nScore: 4")
+    ('\\nScore: 4', None)
+    """
+    closes = list(re.finditer(rf"</\s*{_THINK_TAGS}\s*>", text, re.IGNORECASE))
+    opens = list(re.finditer(rf"<\s*{_THINK_TAGS}\s*>", text, re.IGNORECASE))
+    if opens and (not closes or opens[-1].start() > closes[-1].start()):
+        return "", (f"{REASON_UNFINISHED} (a <{opens[-1].group(0).strip('<> ')}> block never closed: the answer "
+                    "ended while the model was still reasoning; allow more tokens, e.g. --max-tokens)")
+    if not closes:
+        return text, None
+    rest = text[closes[-1].end():]
+    if not rest.strip():
+        return "", f"{REASON_EMPTY} after the reasoning block"
+    return rest, None
 
 
 def parse_score(text: str | None, scale: tuple[int, int] | object, *, aspect: str | None = None) -> ParseResult:
@@ -322,8 +474,11 @@ def parse_score(text: str | None, scale: tuple[int, int] | object, *, aspect: st
     lo, hi = (scale.min, scale.max) if hasattr(scale, "min") else scale  # type: ignore[union-attr]
     if text is None or not text.strip():
         return ParseResult(None, REASON_EMPTY)
+    text, why = strip_reasoning(text)
+    if why is not None:
+        return ParseResult(None, why)
     reader = _Reader(float(lo), float(hi), aspect)
-    raw = text.replace("\u2019", "'").replace("\u00a0", " ")
+    raw = text.translate(_FULLWIDTH).replace("\u2019", "'").replace("\u00a0", " ")
     r = reader.structured(raw)
     if r is not None:
         return r
