@@ -113,7 +113,7 @@ def column_map(col: Optional[list[str]]) -> dict[str, str]:
 
 # one module per command group; a module missing here simply adds no command
 _COMMAND_MODULES = ("judge", "meta", "train", "score", "collect", "annotate", "pipeline", "example",
-                    "rerank", "mrt", "serve")
+                    "rerank", "mrt", "serve", "contrasts")
 
 
 def _load_commands() -> None:
