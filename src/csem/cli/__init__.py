@@ -102,6 +102,12 @@ def parse_pairs(pairs: Optional[list[str]], option: str, example: str = "KEY=VAL
     return out
 
 
+#: the ``--precision`` help of the commands that run a student (one text: what ``auto`` picks)
+PRECISION_HELP = ("auto | fp32 | bf16 | fp16 (bf16-mixed, 32-true, 16-mixed accepted too). auto picks bf16 on a "
+                  "CUDA GPU that supports it (fp16 on other GPUs), fp32 on a CPU (bf16 on a CPU rounds scores to "
+                  "1/32 steps and ties candidates; ask for it with bf16) (csem.model.inference.resolve_precision)")
+
+
 def col_option() -> typer.models.OptionInfo:
     """The ``--col FIELD=COLUMN`` option, declared once for every command that reads records."""
     return typer.Option(None, "--col", help="column mapping FIELD=COLUMN (repeatable), e.g. --col source=article")
@@ -113,7 +119,7 @@ def column_map(col: Optional[list[str]]) -> dict[str, str]:
 
 # one module per command group; a module missing here simply adds no command
 _COMMAND_MODULES = ("judge", "meta", "train", "score", "collect", "annotate", "pipeline", "example",
-                    "rerank", "mrt", "serve", "contrasts")
+                    "rerank", "mrt", "serve", "doctor", "contrasts")
 
 
 def _load_commands() -> None:

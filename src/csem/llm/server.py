@@ -55,14 +55,30 @@ class LlamaServer:
         self.proc: subprocess.Popen | None = None
         self.log_path: Path | None = None
 
+    def extra_bufts(self) -> bool:
+        """Whether the server may load the model with llama.cpp's extra buffer types: the same cached
+        child-process probe as the in-process backend
+        (:func:`csem.llm.providers.llama_cpp_kernels.extra_bufts_usable`), which says no on CPUs where a
+        batched decode crashes in them (Intel AMX)."""
+        from csem.llm.providers.llama_cpp import _file_sha256
+        from csem.llm.providers.llama_cpp_kernels import extra_bufts_usable
+
+        if not self.model.is_file():
+            return True  # the server itself reports the missing file
+        return bool(extra_bufts_usable(self.model, _file_sha256(self.model))["use_extra_bufts"])
+
     def command(self) -> list[str]:
+        from csem.llm.providers.llama_cpp_kernels import server_command
+
+        xb = self.extra_bufts()
         if self.workers > 1:
-            cmd = [sys.executable, "-m", "uvicorn", "--factory", "llama_cpp.server.app:create_app", "--host", "127.0.0.1",
+            factory = "llama_cpp.server.app:create_app" if xb else "csem.llm.providers.llama_cpp_kernels:server_app_noxb"
+            cmd = [sys.executable, "-m", "uvicorn", "--factory", factory, "--host", "127.0.0.1",
                    "--port", str(self.port), "--workers", str(self.workers), "--log-level", "warning"]
         else:
-            cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model), "--host", "127.0.0.1",
-                   "--port", str(self.port), "--n_ctx", str(self.n_ctx), "--n_threads", str(self.n_threads),
-                   "--n_threads_batch", str(self.n_threads), *self.extra]
+            cmd = server_command(["--model", str(self.model), "--host", "127.0.0.1",
+                                  "--port", str(self.port), "--n_ctx", str(self.n_ctx), "--n_threads", str(self.n_threads),
+                                  "--n_threads_batch", str(self.n_threads), *self.extra], xb)
             if self.api_key:
                 cmd += ["--api_key", self.api_key]
         return (["nice", "-n", str(self.nice)] if self.nice else []) + cmd

@@ -56,8 +56,10 @@ def resolve_precision(precision: str, device: torch.device) -> torch.dtype | Non
     :data:`csem.model.config.PRECISIONS`; the Lightning strings ``csem train`` takes, such as
     ``bf16-mixed`` or ``32-true``, mean the same here) on ``device``; None = fp32.
 
-    ``auto``: bf16 on a CUDA device that supports it, fp16 on other CUDA devices, bf16 on a CPU with
-    native bf16 instructions, fp32 otherwise.
+    ``auto``: bf16 on a CUDA device that supports it, fp16 on other CUDA devices, fp32 on a CPU. (Until
+    0.1 ``auto`` meant bf16 on CPUs with AMX or AVX512-BF16; bf16's 8-bit mantissa rounds a 1-5 score to
+    steps of 1/32 to 1/64 (3.875, 3.90625), which tied candidates in reranking, so the CPU default is
+    fp32: ``benchmarks/results/student_summeval.json`` under ``precision_ties`` counts the ties of both.)
 
     Raises:
         ValueError: unknown precision.
@@ -73,7 +75,7 @@ def resolve_precision(precision: str, device: torch.device) -> torch.dtype | Non
         raise ValueError(f"unknown precision '{precision}'; choose auto, fp32, bf16 or fp16")
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return torch.bfloat16 if cpu_supports_bf16() else None
+    return None
 
 
 def predict(

@@ -41,6 +41,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from csem.llm.api import BackendError, GenerationResult, Messages, ScoreDistribution
 from csem.llm.config import GenerateConfig
+from csem.llm.providers.llama_cpp_kernels import extra_bufts_usable, model_params_override
 
 
 PRUNE_LOGP = float(np.log(1e-7))
@@ -75,6 +76,14 @@ class LlamaCppBackend:
         block_size: tokens are evaluated in blocks aligned to multiples of this (reuse keeps whole
             blocks only), which makes scores bitwise independent of the cache state; part of :attr:`id`.
         name: short name used in :attr:`id` (default: the file name).
+        extra_bufts: load the weights into llama.cpp's extra buffer types (AMX / weight repacking):
+            ``None`` (default) asks :func:`csem.llm.providers.llama_cpp_kernels.extra_bufts_usable`, a
+            one-time probe in a child process cached per CPU, build and model, which turns them off where
+            a batched decode crashes (Intel AMX CPUs); ``True``/``False`` force it. When off, :attr:`id`
+            ends in ``/noxb`` (the kernels differ in the last digits, so cached judgments are kept apart).
+
+    Raises:
+        BackendError: missing or unloadable file, llama-cpp-python not installed.
     """
 
     max_concurrency = 1
@@ -83,7 +92,7 @@ class LlamaCppBackend:
 
     def __init__(self, model_path: str | Path, *, n_ctx: int = 4096, n_threads: int | None = None,
                  n_batch: int = 512, prefix_reuse: bool = True, block_size: int = 32, name: str | None = None,
-                 verbose: bool = False):
+                 verbose: bool = False, extra_bufts: bool | None = None):
         try:
             from llama_cpp import Llama
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter
@@ -97,15 +106,23 @@ class LlamaCppBackend:
             raise ValueError(f"block_size must be in 1..n_batch ({n_batch}), got {block_size}")
         self.block_size = int(block_size)
         threads = n_threads or min(2, os.cpu_count() or 1)
+        self.sha256 = _file_sha256(self.model_path)
+        if extra_bufts is None:
+            self.kernels = extra_bufts_usable(self.model_path, self.sha256)
+        else:
+            self.kernels = {"use_extra_bufts": bool(extra_bufts), "source": "option", "outcome": "set by the caller"}
+        self.extra_bufts = bool(self.kernels["use_extra_bufts"])
+        override = {} if self.extra_bufts else {"use_extra_bufts": False}
         try:
-            self.llm = Llama(model_path=str(self.model_path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
-                             n_batch=n_batch, logits_all=False, verbose=verbose, seed=0)
+            with model_params_override(**override):
+                self.llm = Llama(model_path=str(self.model_path), n_ctx=n_ctx, n_threads=threads,
+                                 n_threads_batch=threads, n_batch=n_batch, logits_all=False, verbose=verbose, seed=0)
         except (ValueError, RuntimeError, OSError) as exc:  # llama.cpp: "Failed to load model from file"
             raise BackendError(f"{self.model_path}: cannot load the model (not a valid GGUF file, or too large "
                                f"for this machine): {exc}") from None
         self.n_vocab = self.llm.n_vocab()
-        self.sha256 = _file_sha256(self.model_path)
-        self.id = f"llama-cpp:{name or self.model_path.name}@sha256:{self.sha256[:16]}/b{self.block_size}"
+        self.id = (f"llama-cpp:{name or self.model_path.name}@sha256:{self.sha256[:16]}/b{self.block_size}"
+                   + ("" if self.extra_bufts else "/noxb"))
         template = self.llm.metadata.get("tokenizer.chat_template")
         eos_id, bos_id = self.llm.token_eos(), self.llm.token_bos()
         eos = self.llm._model.token_get_text(eos_id) if eos_id != -1 else ""
@@ -304,9 +321,12 @@ def llama_cpp_backend(target: str, **options) -> LlamaCppBackend:
     for k in ("n_ctx", "n_threads", "n_batch", "block_size"):
         if isinstance(options.get(k), str):
             options[k] = int(options[k])
-    for k in ("prefix_reuse", "verbose"):
+    for k in ("prefix_reuse", "verbose", "extra_bufts"):
         if isinstance(options.get(k), str):
-            options[k] = options[k].lower() in ("1", "true", "yes")
+            if k == "extra_bufts" and options[k].lower() in ("auto", ""):
+                options[k] = None
+            else:
+                options[k] = options[k].lower() in ("1", "true", "yes")
     key = (str(Path(path).resolve()), tuple(sorted(options.items())))
     with _LOADED_LOCK:
         b = _LOADED.get(key)
