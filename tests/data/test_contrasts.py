@@ -30,7 +30,7 @@ SOURCE = (
 CANDIDATE = (
     "A Los Angeles judge has ordered V. Stiviano to pay back $2.6 million in gifts. Donald Sterling's wife "
     "sued her. However, Stiviano's lawyer said she would appeal the ruling made on Monday. The Clippers were "
-    "also sold to Steve Ballmer in 2014."
+    "sold to Steve Ballmer in 2014 because the NBA forced a sale."
 )
 LOWER = ("a los angeles judge has ordered v. stiviano to pay back $ 2.6 million in gifts . donald sterling 's wife "
          "sued her . stiviano 's lawyer said she would appeal .")
@@ -119,7 +119,7 @@ def test_connective_swap_and_drop():
         assert C.CONNECTIVE_SWAPS[old.lower()] == new.lower()
         assert res.text.count(new) == CANDIDATE.count(new) + 1
         seen.add(old)
-    assert seen == {"However", "also"}
+    assert seen == {"However", "because"}
     drop = _run("connective_drop")
     assert "However" not in drop.text and "Stiviano's lawyer said" in drop.text
     assert C.connective_swap("The team won the cup.", random.Random(0), C.Context()) is None
@@ -249,7 +249,10 @@ def test_redundancy_off_topic_truncation():
 
 def test_inserted_sentences_take_the_candidate_style():
     res = C.off_topic(LOWER, random.Random(0), CTX)
-    assert res.text == res.text.lower() and " ." in res.text and "," not in res.text.replace(" ,", "")
+    assert res.text == res.text.lower() and " ." in res.text and not re.search(r"[a-z][,.]", res.text)
+    mixed = "( cnn ) the judge ruled . Stiviano 's lawyer said she would appeal the ruling on monday in los angeles ."
+    styled = C._style('A U.S. judge said "no" on Tuesday. It cost $2.6 million.', mixed)
+    assert styled == "A u.s. judge said \" no \" on tuesday . It cost $ 2.6 million ."
 
 
 # ------------------------------------------------------------------------------------------ degenerate
@@ -314,6 +317,17 @@ def test_make_pairs_layout_and_order_independence():
     with_empty = C.make_pairs(recs, per_record=20, seed=5, include_empty=True)
     assert {"empty", "whitespace"} <= {p["perturbation"] for p in with_empty}
     assert not any(p["degenerate"] for p in C.make_pairs(recs, seed=5, degenerate_weight=0))
+
+
+def test_references_as_candidates():
+    recs = _records()
+    refs = C.reference_records(recs)
+    assert [r["id"] for r in refs] == ["d1~ref0"] and refs[0]["candidate"] == recs[0]["reference"]
+    pairs = C.make_pairs(recs, seed=0, references=True)
+    from_ref = [p for p in pairs if p["id_a"] == "d1~ref0"]
+    assert from_ref and all(p["system_a"] == "reference" and p["candidate_a"] == recs[0]["reference"] for p in from_ref)
+    two = C.reference_records([{"source": "S", "doc_id": "x", "candidate": "c", "reference": ["r1", "r2"]}])
+    assert [(r["candidate"], r["reference"]) for r in two] == [("r1", ["r2"]), ("r2", ["r1"])]
 
 
 def test_pairs_by_aspect_and_summary():

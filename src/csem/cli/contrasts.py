@@ -24,6 +24,8 @@ def contrasts(
                                             "texts together, against 1 per perturbation of the aspect (0: none)"),
     with_empty: bool = typer.Option(False, "--with-empty", help="also empty and whitespace candidates "
                                     "(`csem train --pairs` rejects them; for sanity checks)"),
+    references: bool = typer.Option(False, "--references", help="also perturb each source's references (as "
+                                    "further candidates, system 'reference')"),
     col: Optional[List[str]] = col_option(),
 ) -> None:
     """Write within-source preference pairs (the candidate vs a rule-made worse copy) per aspect."""
@@ -42,13 +44,14 @@ def contrasts(
     summary_path = out.with_name(out.name.split(".")[0] + ".summary.json")
     records = read_records(data, columns=column_map(col), required=("source", "candidate"))
     pairs = make_pairs(records, aspects=names, per_record=per_record, seed=seed, include_empty=with_empty,
-                       degenerate_weight=degenerate_weight)
+                       degenerate_weight=degenerate_weight, references=references)
     if not pairs:
         raise ValueError(f"{data}: no record gave a contrast pair (texts too short to perturb?)")
     write_records(pairs, out)
     counts = summarize(pairs)
     write_json(summary_path, {"data": str(data), "records": len(records), "pairs": len(pairs), "seed": seed,
-                              "per_record": per_record, "aspects": names, "counts": counts})
+                              "per_record": per_record, "aspects": names, "references": references,
+                              "with_empty": with_empty, "degenerate_weight": degenerate_weight, "counts": counts})
     typer.echo(f"{len(pairs)} pairs from {len(records)} records -> {out} (summary: {summary_path})")
     for a, c in counts.items():
         typer.echo(f"  {a}: {sum(c.values())} ({', '.join(f'{k} {v}' for k, v in c.items())})")

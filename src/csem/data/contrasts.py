@@ -207,16 +207,37 @@ def _case_like(replacement: str, mention: str) -> str:
 _TOKENISED = re.compile(r" [.,;:!?](?:\s|$)| 's\b| n't\b|\( ")
 
 
+def _mid_capitals(text: str) -> float | None:
+    """Share of capitalised words among the words that do not open a sentence (None: too few words)."""
+    words = [w for s in split_sentences(text) for w in re.findall(r"[A-Za-z]+", s)[1:]]
+    if len(words) < 8:
+        return None
+    return sum(w[0].isupper() for w in words) / len(words)
+
+
 def _style(text: str, like: str) -> str:
-    """``text`` in the surface style of ``like``: lower case when ``like`` has (almost) no capitals,
-    punctuation split off by spaces when ``like`` is tokenised that way."""
-    if _lowercase(like):
+    """``text`` in the surface style of ``like``: lower case when ``like`` has (almost) no capitals
+    (sentence openings kept capitalised when ``like`` capitalises them, as some SummEval systems do),
+    punctuation split off by spaces and quotes written ```` `` '' ```` when ``like`` is tokenised
+    that way (PTB style)."""
+    mid = _mid_capitals(like)
+    lower = _lowercase(like) or (mid is not None and mid < 0.01)
+    if lower:
         text = text.lower()
     if _TOKENISED.search(like) and not _TOKENISED.search(text):
         text = re.sub(r"(['’]s|n['’]t)\b", r" \1", text)
-        text = re.sub(r'([.,;:!?()"])', r" \1 ", text)
+        text = re.sub(r"(?<=\w)(?<!\.\w)([.,;:!?])(?=\s|$|[\"')])", r" \1", text)  # not in U.S. or 2.6
+        text = re.sub(r"([()])", r" \1 ", text)
+        if "``" in like:
+            quotes = iter(range(text.count('"')))
+            text = re.sub(r'"', lambda m: " `` " if next(quotes) % 2 == 0 else " '' ", text)
+        else:
+            text = re.sub(r'"', r' " ', text)
         text = re.sub(r"\$(?=\d)", "$ ", text)
         text = " ".join(text.split())
+    opens = [x[:1] for x in split_sentences(like) if x[:1].isalpha()]
+    if lower and opens and sum(c.isupper() for c in opens) > len(opens) / 2:
+        text = " ".join(x[:1].upper() + x[1:] for x in split_sentences(text))
     return text
 
 
@@ -293,13 +314,26 @@ _LEADING_CONNECTIVE = re.compile(r"^(?P<pre>[\"'“‘(]*)(?P<c>" + "|".join(sor
                                  re.IGNORECASE)
 
 
+#: words that are connectives only at a sentence start or after a comma (``in first three months``)
+_AMBIGUOUS = frozenset("so still also later since while yet then first finally instead".split())
+
+
+def _is_connective(text: str, m: re.Match) -> bool:
+    if m.group(1).lower() not in _AMBIGUOUS:
+        return True
+    before = text[:m.start()].rstrip(" \"'“‘(`")
+    return not before or before[-1] in ".!?,;:"
+
+
 def connective_swap(text: str, rng: random.Random, ctx: Context) -> Perturbed | None:
     """Coherence: one discourse connective replaced by one of another relation (``however`` ->
-    ``therefore``, ``because`` -> ``although``; :data:`CONNECTIVE_SWAPS`), capitalisation kept.
+    ``therefore``, ``because`` -> ``although``; :data:`CONNECTIVE_SWAPS`), capitalisation kept. Words
+    that are connectives only sometimes (``so``, ``first``, ``while`` ...) count at a sentence start
+    or after a comma only.
 
     Needs a connective. Severity 0.3.
     """
-    hits = list(_CONNECTIVE.finditer(text))
+    hits = [m for m in _CONNECTIVE.finditer(text) if _is_connective(text, m)]
     if not hits:
         return None
     m = hits[rng.randrange(len(hits))]
@@ -338,7 +372,7 @@ _NUMBER_WORDS.update({"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seve
                       "hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9, "dozen": 12})
 for _w in ("zero", "one", "hundred", "thousand", "million", "billion"):  # too often not a count, or a unit
     _NUMBER_WORDS.pop(_w)
-_NUMBER = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)*(?![\w])|\b(?:" + "|".join(_NUMBER_WORDS) + r")\b", re.IGNORECASE)
+_NUMBER = re.compile(r"(?<![\w.,])(?<![A-Za-z]-)\d+(?:[.,]\d+)*(?![\w])|\b(?:" + "|".join(_NUMBER_WORDS) + r")\b", re.IGNORECASE)
 _YEAR = re.compile(r"^(1[89]\d\d|20\d\d)$")
 _MONTHS = ("january february march april may june july august september october november december").split()
 _MONTH_ABBR = {m[:3]: i for i, m in enumerate(_MONTHS)} | {"sept": 8}
@@ -997,6 +1031,7 @@ def make_pairs(
     seed: int = 0,
     include_empty: bool = False,
     degenerate_weight: float = 1.0,
+    references: bool = False,
 ) -> list[dict]:
     """Within-source contrast pairs ``(better = the candidate, worse = a perturbed copy)``.
 
@@ -1016,6 +1051,9 @@ def make_pairs(
         seed: the seed of every draw.
         include_empty: also the empty and whitespace texts (``csem train --pairs`` rejects them).
         degenerate_weight: the draw weight of the degenerate texts together (0: never).
+        references: also perturb each source's references, as further candidates (one set per
+            distinct source, from its first record): id ``<doc_id>~ref<k>``, system ``reference``,
+            reference = the source's other references.
 
     Returns:
         One dict per (pair, aspect), in record order: ``id`` (``<id_a>|<id_b>|<aspect>``), ``doc_id``,
@@ -1033,6 +1071,8 @@ def make_pairs(
     if degenerate_weight < 0:
         raise ValueError(f"degenerate_weight must be >= 0, got {degenerate_weight}")
     records = [r for r in records if isinstance(r.get("candidate"), str) and r["candidate"].strip()]
+    if references:
+        records = records + reference_records(records)
     sources = sorted({r.get("source") or "" for r in records} - {""}, key=_source_key)
     out: list[dict] = []
     for rec in records:
@@ -1075,6 +1115,27 @@ def make_pairs(
                     "aspect": aspect, "perturbation": name, "degenerate": table[name][1],
                     "severity": res.severity, "edit": res.edit, f"judge.{aspect}": PREFERENCE,
                 })
+    return out
+
+
+def reference_records(records: Iterable[Mapping[str, Any]]) -> list[dict]:
+    """The references of each distinct source as candidate records (the first record of a source gives
+    them): ``id`` ``<doc_id>~ref<k>`` (``doc_id`` falls back to a hash of the source), ``system_id``
+    ``reference``, ``reference`` = the other references (None when there is only one)."""
+    from csem.data.records import references_of
+
+    out, seen = [], set()
+    for r in records:
+        source = r.get("source") or ""
+        if not source or source in seen:
+            continue
+        seen.add(source)
+        refs = [x for x in references_of(r) if isinstance(x, str) and x.strip()]
+        doc = r.get("doc_id") if r.get("doc_id") is not None else _source_key(source)[:16]
+        for k, ref in enumerate(refs):
+            rest = refs[:k] + refs[k + 1:]
+            out.append({"id": f"{doc}~ref{k}", "doc_id": r.get("doc_id"), "system_id": "reference", "source": source,
+                        "candidate": ref, "reference": rest or None})
     return out
 
 
