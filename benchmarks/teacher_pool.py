@@ -1,0 +1,340 @@
+"""The teacher pool of the teacher-scale benchmark (issue 23): the summaries that already exist in
+../shared/data, judged by one local LLM judge through ``csem annotate``, kept compact under
+``benchmarks/data/teacher_pool/`` so later runs and other benchmarks reuse the judgments.
+
+Sub-commands (run from the checkout root or anywhere; paths are relative to this file)::
+
+    python benchmarks/teacher_pool.py build            # pool files + judging order (deterministic)
+    python benchmarks/teacher_pool.py chunk K          # write chunk K's candidate file (csem records)
+    python benchmarks/teacher_pool.py compact K        # keep chunk K's judgments as judged/chunk-K.jsonl.gz
+    python benchmarks/teacher_pool.py status           # how far the pool is judged
+    python benchmarks/teacher_pool.py provenance       # write provenance.json
+
+``benchmarks/teacher_pool_judge.sh`` loops over the chunks with ``csem annotate`` (probs mode, the
+SQLite cache at ``benchmarks/data/teacher_pool/cache.sqlite``, git-ignored), so an interrupted run
+resumes where it stopped.
+
+Layout of ``benchmarks/data/teacher_pool/``:
+
+* ``sources.jsonl.gz``: one row per distinct source text: ``source_id`` (``s-`` + sha1 of the text,
+  12 hex), ``article`` (``a-`` + sha1 of the first 400 lower-cased alphanumerics: the same news
+  article in two datasets, tokenised differently, gets one ``article``; the train/test split is by
+  article), ``text``.
+* ``candidates.jsonl.gz``: one row per candidate, **in judging order**: ``id``
+  (``<dataset>/<doc_id>/<system_id>``), ``source_id``, ``dataset`` (summeval | realsumm | newsroom |
+  qags), ``doc_id`` (the dataset's own), ``system_id``, ``split`` (test | train), ``candidate``,
+  ``human`` (the dataset's human scores: SummEval expert means of 4 aspects, REALSumm LitePyramid
+  recall, Newsroom worker means of 4 aspects, QAGS consistency).
+* ``judged/chunk-NNNN.jsonl.gz``: ``id``, ``score`` (the judge's probability-weighted score, 1-5, or
+  null), ``mass`` (valid-score probability mass), ``missing`` (reason or null);
+  ``judged/chunks.jsonl``: per chunk, candidates, seconds of the ``csem annotate`` call, dates.
+* ``provenance.json``: judge URI, model file sha256, backend id, rubric id and version, mode, csem
+  version and commit, date, the judging order's rules.
+
+Texts as the csem loaders return them (:mod:`csem.data.loaders`): SummEval's untokenised article and
+tokenised summary, REALSumm's tokenised texts, Newsroom's released texts with the ``</p><p>``
+paragraph markup turned into blank lines, QAGS's untokenised texts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import random
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+POOL = HERE / "data" / "teacher_pool"
+WORK = HERE / ".cache" / "teacher_pool"  # chunk inputs and annotate outputs (git-ignored)
+CHUNK = 400
+TEST_TARGET = 1000  # held-out test candidates (>= 1000), split by article
+#: datasets whose articles are drawn for the test pool: QAGS has one summary per article, which
+#: summary-level correlation (within a source) cannot use, and its prompts cost ~3x (no shared prefix)
+TEST_DATASETS = ("summeval", "realsumm", "newsroom")
+SEED = 23
+DATASETS = ("summeval", "realsumm", "newsroom", "qags")
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
+
+
+def article_key(text: str) -> str:
+    """``a-`` + sha1 of the first 400 lower-cased ASCII alphanumerics of an article: identical for the
+    same article tokenised differently (SummEval vs REALSumm vs QAGS copies of one CNN/DM story)."""
+    return "a-" + _sha(re.sub(r"[^a-z0-9]", "", text.lower())[:400])
+
+
+def write_jsonl_gz(path: Path, rows) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=9) as f:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n")
+    tmp.replace(path)
+
+
+def read_jsonl_gz(path: Path) -> list[dict]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+# ----------------------------------------------------------------------------------------------
+# build
+# ----------------------------------------------------------------------------------------------
+
+def _load_all(data_dir: Path | None) -> list[dict]:
+    """Every candidate of the four sets as ``{dataset, doc_id, system_id, source, candidate, human}``."""
+    from csem.data.loaders import load_newsroom, load_qags, load_realsumm, load_summeval
+
+    d = data_dir
+    out = []
+    for name, recs in (("summeval", load_summeval(d / "summeval" if d else None)),
+                       ("realsumm", load_realsumm(d / "realsumm" if d else None)),
+                       ("newsroom", load_newsroom(d / "newsroom" if d else None)),
+                       ("qags", load_qags(d / "qags" if d else None))):
+        for r in recs:
+            src = r["source"].replace("</p><p>", "\n\n") if name == "newsroom" else r["source"]
+            human = {k.split(".", 1)[1]: r[k] for k in r if k.startswith("human.")}
+            out.append({"dataset": name, "doc_id": r["doc_id"], "system_id": r["system_id"], "source": src,
+                        "candidate": r["candidate"], "human": human})
+    return out
+
+
+def build(data_dir: Path | None = None) -> dict:
+    """Write ``sources.jsonl.gz`` and ``candidates.jsonl.gz`` (judging order) under :data:`POOL`.
+
+    Order: the held-out test candidates first (articles drawn at random, seed :data:`SEED`, from each
+    of :data:`TEST_DATASETS` in proportion to its size until :data:`TEST_TARGET` candidates; a QAGS
+    summary of a drawn article goes with it), then the training
+    candidates source by source, the next source always from the dataset with the smallest share
+    of its candidates placed so far (so every prefix of the order mixes the datasets in proportion).
+    """
+    rows = _load_all(data_dir)
+    sources: dict[str, dict] = {}
+    by_source: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        sid = "s-" + _sha(r["source"])
+        sources.setdefault(sid, {"source_id": sid, "article": article_key(r["source"]), "text": r["source"]})
+        r["source_id"] = sid
+        r["id"] = f"{r['dataset']}/{r['doc_id']}/{r['system_id']}"
+        by_source[sid].append(r)
+    total = defaultdict(int)
+    for r in rows:
+        total[r["dataset"]] += 1
+    rng = random.Random(SEED)
+    # articles -> sources; a source belongs to one dataset
+    art_sources: dict[str, list[str]] = defaultdict(list)
+    for sid, s in sources.items():
+        art_sources[s["article"]].append(sid)
+    ds_articles: dict[str, list[str]] = {d: sorted({sources[r["source_id"]]["article"] for r in rows if r["dataset"] == d})
+                                         for d in DATASETS}
+    for d in DATASETS:
+        rng.shuffle(ds_articles[d])
+    test_articles: set[str] = set()
+
+    def n_test(d: str) -> int:
+        return sum(1 for r in rows if r["dataset"] == d and sources[r["source_id"]]["article"] in test_articles)
+
+    n_test_pool = sum(total[d] for d in TEST_DATASETS)
+    for d in TEST_DATASETS:
+        quota = round(TEST_TARGET * total[d] / n_test_pool)
+        it = iter(ds_articles[d])
+        while n_test(d) < quota:
+            test_articles.add(next(it))
+    order: list[dict] = []
+
+    def interleave(split_rows: list[dict]) -> list[dict]:
+        srcs: dict[str, list[str]] = defaultdict(list)
+        seen = set()
+        for r in split_rows:
+            if r["source_id"] not in seen:
+                seen.add(r["source_id"])
+                srcs[r["dataset"]].append(r["source_id"])
+        for d in srcs:
+            srcs[d].sort()
+            rng.shuffle(srcs[d])
+        size = {d: sum(len(by_source[s]) for s in srcs[d]) for d in srcs}
+        placed = defaultdict(int)
+        out = []
+        while any(srcs[d] for d in srcs):
+            d = min((d for d in srcs if srcs[d]), key=lambda d: (placed[d] / size[d], d))
+            sid = srcs[d].pop(0)
+            group = sorted(by_source[sid], key=lambda r: r["system_id"])
+            out.extend(group)
+            placed[d] += len(group)
+        return out
+
+    test_rows = [r for r in rows if sources[r["source_id"]]["article"] in test_articles]
+    train_rows = [r for r in rows if sources[r["source_id"]]["article"] not in test_articles]
+    for split, part in (("test", test_rows), ("train", train_rows)):
+        for r in interleave(part):
+            order.append({"id": r["id"], "source_id": r["source_id"], "dataset": r["dataset"], "doc_id": r["doc_id"],
+                          "system_id": r["system_id"], "split": split, "candidate": r["candidate"],
+                          "human": r["human"]})
+    ids = [r["id"] for r in order]
+    assert len(ids) == len(set(ids)) == len(rows), "candidate ids repeat"
+    used = {r["source_id"] for r in order}
+    write_jsonl_gz(POOL / "sources.jsonl.gz", [sources[s] for s in sorted(used)])
+    write_jsonl_gz(POOL / "candidates.jsonl.gz", order)
+    summary = {"candidates": len(order), "sources": len(used), "articles": len({sources[s]["article"] for s in used}),
+               "test_candidates": len(test_rows), "train_candidates": len(train_rows),
+               "by_dataset": {d: {"test": sum(1 for r in test_rows if r["dataset"] == d),
+                                  "train": sum(1 for r in train_rows if r["dataset"] == d)} for d in DATASETS}}
+    print(json.dumps(summary, indent=1))
+    return summary
+
+
+# ----------------------------------------------------------------------------------------------
+# chunks
+# ----------------------------------------------------------------------------------------------
+
+def load_pool() -> tuple[dict[str, dict], list[dict]]:
+    """``(sources by source_id, candidates in judging order)`` from :data:`POOL`."""
+    sources = {s["source_id"]: s for s in read_jsonl_gz(POOL / "sources.jsonl.gz")}
+    return sources, read_jsonl_gz(POOL / "candidates.jsonl.gz")
+
+
+def n_chunks() -> int:
+    _, cands = load_pool()
+    return (len(cands) + CHUNK - 1) // CHUNK
+
+
+def write_chunk(k: int) -> Path:
+    """Chunk ``k``'s csem record file (``id``, ``doc_id`` = source id, ``system_id``, ``dataset``,
+    ``source``, ``candidate``) under :data:`WORK`; returns its path."""
+    sources, cands = load_pool()
+    part = cands[k * CHUNK:(k + 1) * CHUNK]
+    if not part:
+        raise SystemExit(f"chunk {k}: past the end of the pool ({len(cands)} candidates, {n_chunks()} chunks)")
+    path = WORK / f"chunk-{k:04d}.input.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as f:
+        for r in part:
+            f.write(json.dumps({"id": r["id"], "doc_id": r["source_id"], "system_id": r["system_id"],
+                                "dataset": r["dataset"], "source": sources[r["source_id"]]["text"],
+                                "candidate": r["candidate"]}, ensure_ascii=False) + "\n")
+    return path
+
+
+def compact(k: int, seconds: float | None = None, started: str | None = None, finished: str | None = None) -> Path:
+    """Keep chunk ``k``'s judgments (``id``, ``score``, ``mass``, ``missing``) as
+    ``judged/chunk-K.jsonl.gz`` and append its timing to ``judged/chunks.jsonl``."""
+    out = WORK / f"chunk-{k:04d}.judged.jsonl"
+    prov = json.loads((out.with_name(out.name + ".judge.json")).read_text())
+    (col,) = [c for c in prov["columns"]]
+    rows = [json.loads(line) for line in out.open(encoding="utf-8") if line.strip()]
+    keep = [{"id": r["id"], "score": r.get(col), "mass": r.get(f"{col}.mass"), "missing": r.get(f"{col}.missing")}
+            for r in rows]
+    dest = POOL / "judged" / f"chunk-{k:04d}.jsonl.gz"
+    write_jsonl_gz(dest, keep)
+    with (POOL / "judged" / "chunks.jsonl").open("a", encoding="utf-8") as f:
+        f.write(json.dumps({"chunk": k, "candidates": len(keep), "missing": sum(r["score"] is None for r in keep),
+                            "seconds": seconds, "started": started, "finished": finished, "column": col}) + "\n")
+    return dest
+
+
+def judged() -> dict[str, dict]:
+    """Every compacted judgment so far: ``id -> {score, mass, missing}``."""
+    out = {}
+    for p in sorted((POOL / "judged").glob("chunk-*.jsonl.gz")):
+        for r in read_jsonl_gz(p):
+            out[r["id"]] = r
+    return out
+
+
+def provenance(judge: str, rubric: str, threads: int) -> Path:
+    """Write ``provenance.json``: judge URI, model file and its sha256, the backend id found in the
+    cache, rubric id/version/fingerprint, mode, csem version and commit, date, the pool's rules."""
+    import subprocess
+    import sqlite3
+    import time
+
+    import csem
+    from csem.assets import resolve_gguf, sha256_file
+    from csem.rubrics import load_rubrics
+
+    target = judge.split(":", 1)[1] if judge.startswith("llama-cpp:") else judge
+    model = Path(resolve_gguf(target))
+    rub = load_rubrics([rubric])[0]
+    backends = []
+    cache = POOL / "cache.sqlite"
+    if cache.exists():
+        with sqlite3.connect(cache) as db:
+            backends = [b for (b,) in db.execute("SELECT DISTINCT backend FROM judgments")]
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True, text=True,
+                                check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = None
+    data = {"judge": judge, "model_file": model.name, "model_sha256": sha256_file(model), "backend_ids": backends,
+            "backend_options": {"n_threads": threads, "n_ctx": 8192},
+            "rubric": {"id": rub.id, "version": rub.version, "aspect": rub.aspect,
+                       "scale": [rub.scale.min, rub.scale.max], "fingerprint": rub.fingerprint},
+            "mode": "probs (G-Eval probability-weighted score, Liu et al. 2023 Eq. 1)",
+            "csem_version": csem.__version__, "csem_commit": commit,
+            "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+            "command": "bash benchmarks/teacher_pool_judge.sh (csem annotate per chunk of "
+                       f"{CHUNK} candidates, cache benchmarks/data/teacher_pool/cache.sqlite)",
+            "pool": {"datasets": list(DATASETS), "test_datasets": list(TEST_DATASETS), "test_target": TEST_TARGET,
+                     "seed": SEED, "chunk": CHUNK,
+                     "order": "test candidates first, then training candidates source by source, the next "
+                              "source from the dataset with the smallest share of its candidates placed",
+                     "split": "by article (first 400 lower-cased alphanumerics of the source)"}}
+    dest = POOL / "provenance.json"
+    dest.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    return dest
+
+
+def status() -> dict:
+    _, cands = load_pool()
+    got = judged()
+    s = {"candidates": len(cands), "judged": len(got),
+         "judged_test": sum(1 for r in cands if r["split"] == "test" and r["id"] in got),
+         "judged_train": sum(1 for r in cands if r["split"] == "train" and r["id"] in got),
+         "chunks_done": len(list((POOL / "judged").glob("chunk-*.jsonl.gz"))), "chunks": n_chunks()}
+    print(json.dumps(s))
+    return s
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build")
+    b.add_argument("--data-dir", type=Path, default=None)
+    c = sub.add_parser("chunk")
+    c.add_argument("k", type=int)
+    m = sub.add_parser("compact")
+    m.add_argument("k", type=int)
+    m.add_argument("--seconds", type=float, default=None)
+    m.add_argument("--started", default=None)
+    m.add_argument("--finished", default=None)
+    sub.add_parser("status")
+    sub.add_parser("n-chunks")
+    v = sub.add_parser("provenance")
+    v.add_argument("--judge", default="llama-cpp:qwen-0.5b")
+    v.add_argument("--rubric", default="csem/summ-relevance-ref-free")
+    v.add_argument("--threads", type=int, default=1)
+    a = ap.parse_args(argv)
+    if a.cmd == "build":
+        build(a.data_dir)
+    elif a.cmd == "chunk":
+        print(write_chunk(a.k))
+    elif a.cmd == "compact":
+        print(compact(a.k, a.seconds, a.started, a.finished))
+    elif a.cmd == "status":
+        status()
+    elif a.cmd == "n-chunks":
+        print(n_chunks())
+    elif a.cmd == "provenance":
+        print(provenance(a.judge, a.rubric, a.threads))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Judge the teacher pool (benchmarks/teacher_pool.py) chunk by chunk with `csem annotate`.
+# Resumable: a chunk whose judged/chunk-K.jsonl.gz exists is skipped, and the SQLite cache
+# (benchmarks/data/teacher_pool/cache.sqlite, git-ignored) keeps every judgment of a killed chunk.
+#
+#   nohup nice -n 5 bash benchmarks/teacher_pool_judge.sh > benchmarks/.cache/teacher_pool/judge.log 2>&1 &
+#
+# Environment: JUDGE (default llama-cpp:qwen-0.5b), RUBRIC (csem/summ-relevance-ref-free),
+# THREADS (llama.cpp threads, default 1), FIRST / LAST (chunk range, default all).
+set -u
+cd "$(dirname "$0")/.."
+JUDGE=${JUDGE:-llama-cpp:qwen-0.5b}
+RUBRIC=${RUBRIC:-csem/summ-relevance-ref-free}
+THREADS=${THREADS:-1}
+POOL=benchmarks/data/teacher_pool
+WORK=benchmarks/.cache/teacher_pool
+mkdir -p "$WORK" "$POOL/judged"
+N=$(python benchmarks/teacher_pool.py n-chunks)
+FIRST=${FIRST:-0}
+LAST=${LAST:-$((N - 1))}
+for k in $(seq "$FIRST" "$LAST"); do
+  kk=$(printf '%04d' "$k")
+  [ -f "$POOL/judged/chunk-$kk.jsonl.gz" ] && continue
+  in=$(python benchmarks/teacher_pool.py chunk "$k") || exit 1
+  started=$(date -u +%FT%TZ); t0=$(date +%s.%N)
+  csem annotate --data "$in" --out "$WORK/chunk-$kk.judged.jsonl" --rubric "$RUBRIC" --judge "$JUDGE" \
+    --mode probs --cache "$POOL/cache.sqlite" --judge-opt n_threads="$THREADS" --judge-opt n_ctx=8192
+  rc=$?
+  t1=$(date +%s.%N); finished=$(date -u +%FT%TZ)
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 3 ]; then
+    echo "chunk $k: csem annotate exited $rc; stopping" >&2
+    exit "$rc"
+  fi
+  python benchmarks/teacher_pool.py compact "$k" --seconds "$(echo "$t1 - $t0" | bc)" \
+    --started "$started" --finished "$finished" || exit 1
+  echo "chunk $k done ($started -> $finished)"
+done
