@@ -26,13 +26,17 @@ class BackendError(RuntimeError):
 
     Attributes:
         transient: True when retrying later may succeed (connection refused, 5xx, 429, timeout,
-            deadline): the wrapper retries such failures, and the judge records them as missing but
-            never caches them, so a re-run retries.
+            deadline, a malformed 200 reply): the wrapper retries such failures, and the judge
+            records them as missing but never caches them, so a re-run retries.
+        retry_after: seconds the server asked the client to wait before retrying (its
+            ``Retry-After`` header on a 429 or 503), or None; the wrapper waits that long (bounded
+            by its ``retry_after_max``) instead of its own backoff.
     """
 
-    def __init__(self, message: str, *, transient: bool = False):
+    def __init__(self, message: str, *, transient: bool = False, retry_after: float | None = None):
         super().__init__(message)
         self.transient = transient
+        self.retry_after = retry_after
 
 
 class BackendAuthError(BackendError):

@@ -7,8 +7,10 @@ It owns, once for all providers, what used to be spread over the OpenAI backend 
   submission order);
 * **retries**: transient failures (429, 5xx, timeouts, connection errors: ``BackendError.transient``)
   are retried up to ``max_retries`` times with exponential backoff and full jitter (tenacity
-  ``wait_random_exponential(multiplier=backoff, max=backoff_max)``); the semaphore is released while
-  waiting;
+  ``wait_random_exponential(multiplier=backoff, max=backoff_max)``); a server that says how long
+  to wait (``Retry-After`` on a 429 or 503: ``BackendError.retry_after``) is waited for that long
+  instead, at most ``retry_after_max`` seconds and never past the deadline; the semaphore is
+  released while waiting;
 * **deadline**: ``deadline`` seconds for everything from the first request on; afterwards every call
   fails at once as transient (``deadline of D s exceeded``);
 * **abort**: after ``max_consecutive_failures`` transient failures in a row (retries spent) the
@@ -36,7 +38,7 @@ T = TypeVar("T")
 
 #: keyword options of :func:`csem.llm.get_model` that configure the wrapper (the rest go to the provider)
 WRAPPER_OPTIONS = {"concurrency": int, "max_retries": int, "backoff": float, "backoff_max": float,
-                   "deadline": float, "max_consecutive_failures": int}
+                   "deadline": float, "max_consecutive_failures": int, "retry_after_max": float}
 
 
 class _DeadlineHit(Exception):
@@ -58,6 +60,8 @@ class Model:
             (multiplier and cap of the exponential backoff).
         deadline: seconds for all requests from the first on (None = no deadline).
         max_consecutive_failures: give up after this many transient failures in a row (None = never).
+        retry_after_max: the longest wait, in seconds, a server's ``Retry-After`` is honoured for
+            (a longer request waits this long).
 
     Attributes:
         id: the provider's id (part of every cache key). concurrency: the effective limit.
@@ -67,7 +71,7 @@ class Model:
 
     def __init__(self, api: ModelAPI, *, concurrency: int | None = None, max_retries: int = 4, backoff: float = 0.5,
                  backoff_max: float = 20.0, deadline: float | None = None,
-                 max_consecutive_failures: int | None = None):
+                 max_consecutive_failures: int | None = None, retry_after_max: float = 60.0):
         self.api = api
         wanted = int(concurrency) if concurrency is not None else int(getattr(api, "default_concurrency", 1) or 1)
         limit = getattr(api, "max_concurrency", None)
@@ -75,6 +79,7 @@ class Model:
         self.max_retries, self.backoff, self.backoff_max = int(max_retries), float(backoff), float(backoff_max)
         self.deadline = None if deadline is None else float(deadline)
         self.max_consecutive_failures = max_consecutive_failures
+        self.retry_after_max = float(retry_after_max)
         self.logprobs_supported: bool | None = None
         self.aborted = False
         self.stats = {"requests": 0, "retries": 0, "failures": 0}
@@ -90,7 +95,7 @@ class Model:
         """The wrapper options this model was built with (``Model(api, **settings)`` rebuilds it)."""
         return {"concurrency": self.concurrency, "max_retries": self.max_retries, "backoff": self.backoff,
                 "backoff_max": self.backoff_max, "deadline": self.deadline,
-                "max_consecutive_failures": self.max_consecutive_failures}
+                "max_consecutive_failures": self.max_consecutive_failures, "retry_after_max": self.retry_after_max}
 
     def __repr__(self) -> str:
         return f"Model({self.id!r}, concurrency={self.concurrency})"
@@ -141,11 +146,27 @@ class Model:
             new = type(exc)(msg, transient=exc.transient)
         except TypeError:  # a subclass with another signature
             new = BackendError(msg, transient=exc.transient)
+        new.retry_after = getattr(exc, "retry_after", None)
         return new
+
+    def _wait(self, retry_state: Any) -> float:
+        """Seconds before the next attempt: the server's ``Retry-After`` (bounded by
+        ``retry_after_max``) when it sent one, else exponential backoff with full jitter; never past
+        the deadline."""
+        from tenacity import wait_random_exponential
+
+        exc = retry_state.outcome.exception() if retry_state.outcome is not None else None
+        asked = getattr(exc, "retry_after", None)
+        if asked is not None:
+            wait = min(float(asked), self.retry_after_max)
+        else:
+            wait = wait_random_exponential(multiplier=self.backoff, max=self.backoff_max)(retry_state)
+        left = self._remaining()
+        return max(0.0, min(wait, left)) if left is not None else wait
 
     async def _call(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
         """One provider call under the semaphore, with retries, the deadline and the abort rule."""
-        from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_random_exponential
+        from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, stop_after_delay
 
         if self.aborted:
             raise BackendUnavailable()
@@ -159,8 +180,7 @@ class Model:
         result: Any = None
         try:
             async for attempt in AsyncRetrying(retry=retry_if_exception(_retryable), stop=stop, reraise=True,
-                                               wait=wait_random_exponential(multiplier=self.backoff,
-                                                                            max=self.backoff_max)):
+                                               wait=self._wait):
                 with attempt:
                     if attempt.retry_state.attempt_number > 1:
                         self.stats["retries"] += 1

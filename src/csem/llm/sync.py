@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any, Awaitable, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
 
 T = TypeVar("T")
 
@@ -30,3 +30,28 @@ def run_sync(coro: Awaitable[T]) -> T:
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+async def _closing(aclose: Callable[[], Awaitable[Any]]) -> AsyncIterator[None]:
+    try:
+        yield
+    finally:
+        await aclose()
+
+
+async def close_with_loop(aclose: Callable[[], Awaitable[Any]]) -> Any:
+    """Have ``aclose()`` awaited in the running event loop when that loop shuts down.
+
+    For resources bound to one event loop (an ``httpx.AsyncClient`` and so the OpenAI SDK's async
+    clients): closed in their own loop, they never reach a later loop's garbage collection, where
+    closing them fails with "Event loop is closed". It uses the loop's async-generator hooks:
+    ``asyncio.run`` (and so :func:`run_sync`) calls ``loop.shutdown_asyncgens()`` before closing the
+    loop, which finalises the generator returned here and so awaits ``aclose()``.
+
+    Returns:
+        The async generator that holds the pending close: keep a reference to it as long as the
+        resource is in use (dropping it closes the resource soon after, in its loop).
+    """
+    gen = _closing(aclose)
+    await gen.__anext__()  # started inside the loop: the loop's firstiter hook now tracks it
+    return gen

@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import time
 from typing import Any, Sequence
 from urllib.parse import urlparse
 
@@ -70,12 +71,18 @@ class OpenAIBackend:
         self.send_top_k = (bool(send_top_k) if send_top_k is not None
                            else not (self.azure or host == "openai.com" or host.endswith(".openai.com")))
         self.id = f"openai:{model}@{where.rstrip('/')}"
-        self._loop_client: dict[int, Any] = {}
+        self._loop_client: dict[int, tuple] = {}  # id(loop) -> (loop, client, closer)
 
-    def _client(self) -> Any:
+    async def _client(self) -> Any:
+        """The client of the running event loop (made on first use in each loop). An httpx-based
+        client is bound to the loop that made it, so it is closed in that loop when the loop shuts
+        down (:func:`csem.llm.sync.close_with_loop`), never garbage-collected in a later one (which
+        showed as "Task exception was never retrieved ... Event loop is closed" between stages)."""
+        from csem.llm.sync import close_with_loop
+
         loop = asyncio.get_running_loop()
-        client = self._loop_client.get(id(loop))
-        if client is None:
+        entry = self._loop_client.get(id(loop))
+        if entry is None or entry[0] is not loop:
             import openai
 
             if self.azure:
@@ -84,15 +91,26 @@ class OpenAIBackend:
             else:
                 client = openai.AsyncOpenAI(base_url=self.base_url, api_key=self._api_key, max_retries=0,
                                             timeout=self.timeout)
-            self._loop_client = {id(loop): client}  # a new event loop (run_sync) gets a fresh client
-        return client
+            closer = await close_with_loop(client.close)
+            # clients of finished loops were closed in their loop; only the live ones are kept
+            self._loop_client = {k: v for k, v in self._loop_client.items() if not v[0].is_closed()}
+            entry = self._loop_client[id(loop)] = (loop, client, closer)
+        return entry[1]
 
     async def _request(self, **kwargs: Any) -> Any:
-        """One chat completion; openai's errors mapped to BackendError (transient where a retry may help)."""
+        """One chat completion, checked; openai's errors and malformed replies mapped to BackendError
+        (transient where a retry may help).
+
+        A 200 reply that is not a chat completion (a body that is not JSON, such as a proxy's HTML
+        page; JSON cut off mid-way; an empty ``choices`` list or a choice without a message) is a
+        transient :class:`BackendError` naming the backend and what was wrong with the reply. A 429
+        or 503 carries the server's ``Retry-After`` (seconds or an HTTP date) as ``retry_after``.
+        """
         import openai
 
+        client = await self._client()
         try:
-            return await self._client().chat.completions.create(model=self.model, **kwargs)
+            raw = await client.chat.completions.with_raw_response.create(model=self.model, **kwargs)
         except openai.APIStatusError as exc:
             msg = f"{self.id}: HTTP {exc.status_code}: {_message(exc)}"
             if _mentions_logprobs(exc):
@@ -100,12 +118,47 @@ class OpenAIBackend:
             if exc.status_code in (401, 403):
                 raise BackendAuthError(f"{msg}: authentication failed; check the API key (OPENAI_API_KEY, "
                                        "AZURE_OPENAI_API_KEY or the api_key option)") from None
-            transient = exc.status_code == 429 or exc.status_code >= 500
-            raise BackendError(msg, transient=transient) from None
+            transient = exc.status_code in (408, 409, 429) or exc.status_code >= 500
+            wait = retry_after_seconds(exc.response.headers) if exc.status_code in (429, 503) else None
+            raise BackendError(msg, transient=transient, retry_after=wait) from None
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:  # APITimeoutError is a connection error
             raise BackendError(f"{self.id}: {type(exc).__name__}: {exc}", transient=True) from None
+        except openai.APIResponseValidationError as exc:
+            raise BackendError(f"{self.id}: malformed reply: {exc}", transient=True) from None
         except openai.OpenAIError as exc:
             raise BackendError(f"{self.id}: {type(exc).__name__}: {exc}") from None
+        return self._checked(raw)
+
+    def _checked(self, raw: Any) -> Any:
+        """The parsed chat completion of a raw 200 reply, or a transient BackendError saying what is
+        wrong with it (see :meth:`_request`)."""
+        http = raw.http_response
+        ctype = http.headers.get("content-type", "?").split(";")[0].strip() or "?"
+        try:
+            body = http.text
+        except Exception:  # noqa: BLE001 - undecodable bytes
+            body = repr(http.content[:200])
+        head = " ".join(body[:120].split())
+
+        def bad(what: str) -> BackendError:
+            return BackendError(f"{self.id}: malformed reply (HTTP {http.status_code}, {ctype}): {what}; "
+                                f"body starts {head!r}", transient=True)
+
+        try:
+            resp = raw.parse()
+        except ValueError as exc:  # json.JSONDecodeError: a body cut off mid-way
+            raise bad(f"not valid JSON ({exc})") from None
+        except Exception as exc:  # noqa: BLE001 - the SDK could not build a completion from the body
+            raise bad(f"not a chat completion ({type(exc).__name__}: {exc})") from None
+        if isinstance(resp, (str, bytes)):  # the SDK hands back the text of a body that is not JSON
+            raise bad("not JSON")
+        choices = getattr(resp, "choices", None)
+        if not isinstance(choices, list) or not choices:
+            raise bad("no choices" if isinstance(choices, list) else "no 'choices' list")
+        for c in choices:
+            if getattr(c, "message", None) is None and getattr(c, "logprobs", None) is None:
+                raise bad("a choice without a message")
+        return resp
 
     # ------------------------------------------------------------------ protocol
     async def score_distribution(self, messages: Messages, scores: Sequence[int]) -> ScoreDistribution:
@@ -176,7 +229,48 @@ class OpenAIBackend:
         return out
 
     def close(self) -> None:
+        """Drop the clients; each is closed in its own event loop (at once if that loop is still
+        running, else it was closed when the loop shut down)."""
         self._loop_client = {}
+
+
+def retry_after_seconds(headers: Any, *, now: float | None = None) -> float | None:
+    """Seconds a server asked to wait, from its ``Retry-After`` header (RFC 9110 Sec. 10.2.3: a
+    number of seconds or an HTTP date) or OpenAI's ``retry-after-ms``; None when absent or
+    unreadable. A date in the past gives 0.
+
+    Args:
+        headers: a mapping of response headers (case-insensitive, as httpx's). now: POSIX seconds
+            (default: the current time), for dates.
+    """
+    ms = headers.get("retry-after-ms") if headers is not None else None
+    if ms:
+        try:
+            v = float(ms) / 1000.0
+            if math.isfinite(v):
+                return max(0.0, v)
+        except ValueError:
+            pass
+    value = (headers.get("retry-after") if headers is not None else None) or ""
+    value = value.strip()
+    if not value:
+        return None
+    try:
+        v = float(value)
+        return max(0.0, v) if math.isfinite(v) else None
+    except ValueError:
+        pass
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        import datetime as _dt
+
+        when = when.replace(tzinfo=_dt.timezone.utc)
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 def _message(exc: Any) -> str:
