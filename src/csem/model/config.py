@@ -192,6 +192,13 @@ class TrainConfig(BaseModel):
         feature_prefit_steps, feature_prefit_lr: with ``ModelConfig.feature_set = "lexical"``, the
             output MLP of the lexical features is first fitted alone on all training rows (full
             batch, AdamW, the model's loss) for this many steps at this learning rate; 0 skips it.
+        contrast_epochs: with contrast pairs (``train(contrast=...)``, :mod:`csem.model.contrast`),
+            epochs of pretraining on the pairs alone (ranking loss, Eq. 3) before the labels; 0 = none.
+        contrast_mix: weight of the contrast ranking loss added to every label-training step (one
+            batch of pairs per step, cycling; rehearsal, so fine-tuning does not forget what the
+            pairs taught); 0 = off.
+        contrast_pairs_per_batch: pairs per contrast batch. contrast_lr: encoder learning rate while
+            pretraining (None: ``lr``); the heads use ``head_lr``.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -217,3 +224,7 @@ class TrainConfig(BaseModel):
     progress: bool = False
     feature_prefit_steps: int = Field(300, ge=0)
     feature_prefit_lr: float = Field(3e-3, gt=0)
+    contrast_epochs: int = Field(1, ge=0)
+    contrast_mix: float = Field(0.0, ge=0)
+    contrast_pairs_per_batch: int = Field(16, ge=1)
+    contrast_lr: float | None = Field(None, gt=0)

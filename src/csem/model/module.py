@@ -30,6 +30,20 @@ from csem.model.losses import expected_value, mse_loss, pairwise_ranking_loss, s
 log = logging.getLogger("csem.model")
 
 
+def bounded(x: Tensor, margin: float = 0.05) -> Tensor:
+    """Keep normalised scores in (0, 1) without ties: the identity on ``[m, 1 - m]`` (``m = margin``) and
+    a rational saturation beyond, ``1 - m^2 / (x - 1 + 2m)`` above and ``m^2 / (2m - x)`` below. The map
+    is continuous with a continuous slope, strictly increasing (rankings unchanged; in float32 up to about
+    5 normalised units out of range), lies inside [0, 1], and its tails approach the bounds slowly enough (``~m^2 / x``) that float32 still tells far
+    out-of-range outputs apart. A regression head has a linear output, so a text unlike any training
+    text (an empty or repeated-token candidate) could otherwise score outside the rubric's scale (7.46 on
+    a 1-5 scale was seen)."""
+    m = margin
+    hi = 1.0 - m * m / (x - 1.0 + 2.0 * m).clamp_min(m)
+    lo = m * m / (2.0 * m - x).clamp_min(m)
+    return torch.where(x > 1.0 - m, hi, torch.where(x < m, lo, x))
+
+
 class EvaluationModule(L.LightningModule):
     """Encoder, heads, losses and the training/validation steps.
 
@@ -265,9 +279,14 @@ class EvaluationModule(L.LightningModule):
         return self.aggregate(self.head_outputs(self.embed(batch), batch), batch.pair_counts)
 
     def denormalise(self, norm: Tensor) -> Tensor:
-        """Map normalised scores ``[..., A]`` back to each aspect's scale: ``min + s * (max - min)``."""
+        """Map normalised scores ``[..., A]`` back to each aspect's scale: ``min + b(s) * (max - min)``,
+        where ``b`` (:func:`bounded`) keeps the score inside the scale without changing any ranking. A
+        model trained with the ``pairwise`` loss alone has relative scores (no scale): ``b`` is the
+        identity there."""
         lo = torch.tensor([s.min for s in self.config.labels], dtype=norm.dtype, device=norm.device)
         hi = torch.tensor([s.max for s in self.config.labels], dtype=norm.dtype, device=norm.device)
+        if self.config.loss != "pairwise":
+            norm = bounded(norm)
         return lo + norm * (hi - lo)
 
     # ---- training ---------------------------------------------------------------------------
@@ -275,7 +294,13 @@ class EvaluationModule(L.LightningModule):
         score, logp = self(batch)
         if getattr(self, "preferences", None) is not None:  # judged pairs (csem.model.preferences), Eq. 3
             return self.preferences.loss(score, batch.ids)
-        return self._rating_loss(score, logp, batch)
+        loss = self._rating_loss(score, logp, batch)
+        contrast = getattr(self, "contrast_batches", None)
+        if contrast is not None:  # rehearsal of the contrast pairs (TrainConfig.contrast_mix)
+            cb = next(contrast).to(self.device)
+            cscore, _ = self(cb)
+            loss = loss + self.contrast_weight * self.contrast_table.loss(cscore, cb.ids)
+        return loss
 
     def _rating_loss(self, score: Tensor, logp: Tensor | None, batch: Batch) -> Tensor:
         """The configured loss of scores ``[B, A]`` (or ``ce`` log-probabilities) against the batch's labels."""

@@ -79,6 +79,7 @@ def train(
     notes: str | None = None,
     preferences: Any = None,
     lower_cache: dict | None = None,
+    contrast: Sequence[Mapping[str, Any]] | None = None,
 ) -> EvaluationModel:
     """Train an evaluation model on ``records`` and (if ``out_dir``) save it.
 
@@ -101,6 +102,11 @@ def train(
             by id): train on the pairs with the ranking loss (Eq. 3) instead of on label columns;
             ``label_cols`` then name the preference columns (see
             :func:`csem.model.preferences.pairs_to_training`).
+        contrast: rule-made (better, worse) pair rows (:mod:`csem.data.contrasts`, read by
+            :func:`csem.model.contrast.contrast_training`): the model is first trained to rank them
+            (``train_config.contrast_epochs`` epochs, ranking loss Eq. 3; UniEval/BLEURT-style
+            pretraining), then on the labels, optionally with the pairs' loss mixed into every step
+            (``train_config.contrast_mix``). Pairs of aspects the labels do not have are skipped.
 
     Returns:
         The trained :class:`EvaluationModel` (best dev epoch when a dev set is given, else the last).
@@ -146,6 +152,17 @@ def train(
                            overlap=config.overlap_features and config.feature_set)
     if config.overlap_features:  # the lexical output term starts at a fit of the features alone
         module.init_overlap_heads(builder(recs))
+    contrast_loader = None
+    if contrast:
+        contrast_loader = _contrast_loader(contrast, config, tc, builder)
+        if tc.contrast_epochs:
+            _pretrain_on_contrast(module, contrast_loader, tc)
+            if lower_cache is None and not tc.contrast_mix:
+                module._lower_cache.clear()  # the pairs' token states are not needed again
+        if tc.contrast_mix > 0:
+            module.contrast_batches = _cycle(contrast_loader)
+            module.contrast_table = contrast_loader.table
+            module.contrast_weight = tc.contrast_mix
     sampler = GroupedBatchSampler(recs, tc.batch_size, mode, shuffle=True, seed=tc.seed)
     loader = torch.utils.data.DataLoader(recs, batch_sampler=sampler, collate_fn=builder, num_workers=0)
     module.frozen_steps = int(math.ceil(tc.frozen_epochs * len(sampler)))
@@ -177,6 +194,7 @@ def train(
         # the frozen encoder is kept in eval mode on purpose (no dropout while its embeddings are cached)
         warnings.filterwarnings("ignore", message=".*module\\(s\\) in eval mode at the start of training.*")
         trainer.fit(module, train_dataloaders=loader, val_dataloaders=val_loader)
+    module.contrast_batches = None
     if lower_cache is not None:
         module._lower_cache = {}  # the caller's cache stays filled for the next call
     module.release_lower()
@@ -191,7 +209,68 @@ def train(
     card = build_card(config, tc, train_records=recs, dev_records=dev_records, validation=best_report,
                       history=module.history, judge=judge, rubric=rubric, notes=notes,
                       label_range_declared=label_range is not None)
+    if contrast_loader is not None:
+        card["contrast"] = {"pairs": len(contrast_loader.dataset) // 2, "epochs": tc.contrast_epochs,
+                            "mix": tc.contrast_mix, "seconds": round(getattr(module, "contrast_seconds", 0.0), 1),
+                            "perturbations": _count(contrast, "perturbation")}
     model = EvaluationModel(module, card)
     if out_dir is not None and trainer.is_global_zero:  # under DDP only rank 0 writes the folder
         model.save(out_dir)
     return model
+
+
+def _count(rows: Sequence[Mapping[str, Any]], field: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in rows:
+        key = str(r.get(field) or "unnamed")
+        out[key] = out.get(key, 0) + 1
+    return dict(sorted(out.items()))
+
+
+def _cycle(loader):
+    while True:
+        yield from loader
+
+
+def _contrast_loader(contrast, config: ModelConfig, tc: TrainConfig, builder):
+    """A DataLoader of whole contrast pairs (:class:`csem.model.contrast.PairBatchSampler`); its
+    ``dataset`` is the pair records and it carries the preference table as ``loader.table``."""
+    from csem.model.contrast import PairBatchSampler, contrast_training
+
+    recs, table = contrast_training(contrast, config.labels)
+    sampler = PairBatchSampler(recs, tc.contrast_pairs_per_batch, seed=tc.seed)
+    loader = torch.utils.data.DataLoader(recs, batch_sampler=sampler, collate_fn=builder, num_workers=0)
+    loader.table = table
+    return loader
+
+
+def _pretrain_on_contrast(module, loader, tc: TrainConfig) -> None:
+    """Contrast pretraining: ``tc.contrast_epochs`` epochs of the pairs' ranking loss alone (its own
+    Lightning Trainer, same precision and devices), then the label training starts from there."""
+    import time
+
+    t0 = time.perf_counter()
+    module.preferences = loader.table
+    module.contrast_phase = True
+    saved_tc = module.train_config
+    if tc.contrast_lr is not None:
+        module.train_config = tc.model_copy(update={"lr": tc.contrast_lr})
+    trainer = L.Trainer(
+        accelerator=tc.accelerator, devices=tc.devices, num_nodes=tc.num_nodes, strategy=tc.strategy,
+        precision=_precision(tc), max_epochs=tc.contrast_epochs, gradient_clip_val=tc.gradient_clip or None,
+        deterministic=True, logger=False, enable_checkpointing=False, enable_progress_bar=tc.progress,
+        enable_model_summary=False, num_sanity_val_steps=0, use_distributed_sampler=False, log_every_n_steps=1,
+        limit_val_batches=0,
+    )
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+        warnings.filterwarnings("ignore", message=".*module\\(s\\) in eval mode at the start of training.*")
+        warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated.*")
+        warnings.filterwarnings("ignore", message=".*`validation_step` but have no `val_dataloader`.*")
+        trainer.fit(module, train_dataloaders=loader)
+    module.preferences = None
+    module.contrast_phase = False
+    module.train_config = saved_tc
+    module.contrast_seconds = time.perf_counter() - t0
+    logging.getLogger("csem.model").info("contrast pretraining: %d pairs, %d epochs, %.0f s",
+                                         len(loader.dataset) // 2, tc.contrast_epochs, module.contrast_seconds)

@@ -1,0 +1,125 @@
+"""Contrast pretraining: rank rule-made (better, worse) pairs before learning the teacher's labels.
+
+The field's answer to scarce labels (UniEval, Zhong et al. 2022: boolean QA on rule-made negatives;
+BLEURT, Sellam et al. 2020: pretraining on perturbed sentences; SEScore, Xu et al. 2022: severity-graded
+synthetic errors) is to pretrain the evaluator on synthetic contrasts that cost no LLM call, then
+fine-tune on the teacher. :mod:`csem.data.contrasts` makes the pairs; this module turns them into
+training input for :func:`csem.model.train.train` (``contrast=``):
+
+* :func:`contrast_training` maps pair rows to candidate records (each side of each pair a record with
+  its own id, so one text may appear in several pairs) and a
+  :class:`~csem.model.preferences.PreferenceTable` with target ``p(better > worse) = 1``, each pair on
+  the head of its aspect (a pair of aspect ``all`` on every head);
+* :class:`PairBatchSampler` puts both sides of a pair in the same batch (pairs of one source
+  together, so the source is embedded once), which the pairwise loss needs.
+
+The loss is the preference loss of CSEM Eq. 3 (Bradley-Terry: ``-log sigmoid(s_better - s_worse)``) on
+the normalised scores of the aspect's head.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Iterator, Mapping, Sequence
+
+from csem.model.config import LabelSpec
+from csem.model.preferences import PreferenceTable
+from csem.model.validation import TrainingDataError
+
+ALL_ASPECTS = ("all", "*", "any")
+
+
+def _aspects_of(row: Mapping[str, Any], names: Sequence[str]) -> list[str]:
+    aspect = row.get("aspect")
+    if isinstance(aspect, str) and aspect.strip():
+        a = aspect.strip()
+        if a in ALL_ASPECTS:
+            return list(names)
+        return [a] if a in names else []
+    # no aspect field: any preference column (``<kind>.<aspect>`` = 1) naming one of the aspects
+    out = []
+    for key, value in row.items():
+        head, _, tail = str(key).rpartition(".")
+        if head and tail in names and isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0.5:
+            out.append(tail)
+    return out
+
+
+def contrast_training(pair_rows: Sequence[Mapping[str, Any]], specs: Sequence[LabelSpec],
+                      where: str = "contrast pairs") -> tuple[list[dict], PreferenceTable]:
+    """Candidate records and the preference table of contrast pairs, for the heads of ``specs``.
+
+    Args:
+        pair_rows: rows with ``candidate_a`` (the better text), ``candidate_b`` (the worse one),
+            ``source``, optional ``reference`` and ``doc_id``, and ``aspect`` (an aspect name of
+            ``specs``, or ``all``); without ``aspect``, any column ``<kind>.<aspect>`` above 0.5 names the
+            aspect. Rows of other aspects are skipped.
+        specs: the model's aspects (the label specs of the teacher's columns).
+
+    Returns:
+        ``(records, table)``: two records per pair (``id`` ``c<k>a`` and ``c<k>b``), in pair order; the
+        table holds ``(id_better, id_worse, aspect index, 1.0)``, one entry per aspect of the pair.
+
+    Raises:
+        TrainingDataError: no row names an aspect of the model, or a row lacks a text (named by its index).
+    """
+    names = [s.aspect for s in specs]
+    index = {a: k for k, a in enumerate(names)}
+    records: list[dict] = []
+    pairs: list[tuple[str, str, int, float]] = []
+    for k, row in enumerate(pair_rows):
+        aspects = _aspects_of(row, names)
+        if not aspects:
+            continue
+        better, worse = row.get("candidate_a"), row.get("candidate_b")
+        if not isinstance(better, str) or not isinstance(worse, str):
+            raise TrainingDataError(f"{where}: row {k + 1} lacks candidate_a or candidate_b text")
+        if better == worse:
+            continue
+        common = {f: row.get(f) for f in ("source", "reference", "doc_id")}
+        a, b = f"c{k}a", f"c{k}b"
+        records.append({"id": a, "candidate": better, **common})
+        records.append({"id": b, "candidate": worse, **common})
+        pairs.extend((a, b, index[x], 1.0) for x in aspects)
+    if not pairs:
+        raise TrainingDataError(f"{where}: no pair names one of the model's aspects {names} "
+                                "(field 'aspect', or 'all')")
+    return records, PreferenceTable(pairs, specs)
+
+
+class PairBatchSampler:
+    """Batches of whole pairs: record ``2k`` and ``2k + 1`` (the two sides of pair ``k``, as
+    :func:`contrast_training` lays them out) always share a batch; the pairs of one source are kept
+    together (their source is embedded once), up to ``pairs_per_batch`` pairs; batch order is shuffled
+    with ``seed`` every epoch.
+
+    Args:
+        records: the records of :func:`contrast_training` (even length).
+        pairs_per_batch: pairs per batch (>= 1).
+        seed: shuffling seed; the epoch number is added each epoch.
+    """
+
+    def __init__(self, records: Sequence[Mapping[str, Any]], pairs_per_batch: int = 16, seed: int = 0):
+        if len(records) % 2:
+            raise ValueError("contrast records come in pairs (an even number)")
+        if pairs_per_batch < 1:
+            raise ValueError("pairs_per_batch must be >= 1")
+        by_source: dict[str, list[int]] = {}
+        for k in range(len(records) // 2):
+            by_source.setdefault(str(records[2 * k].get("source")), []).append(k)
+        self.batches: list[list[int]] = []
+        for ks in by_source.values():
+            for i in range(0, len(ks), pairs_per_batch):
+                self.batches.append([j for k in ks[i:i + pairs_per_batch] for j in (2 * k, 2 * k + 1)])
+        self.seed = seed
+        self.epoch = 0
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        order = list(range(len(self.batches)))
+        random.Random(self.seed + self.epoch).shuffle(order)
+        self.epoch += 1
+        for i in order:
+            yield self.batches[i]

@@ -1,0 +1,70 @@
+"""Contrast pretraining (csem.model.contrast + train(contrast=...)): pair plumbing on the tiny random
+encoder (fast tier), and bounded scores."""
+
+from __future__ import annotations
+
+import torch
+
+from csem.data.contrasts import make_pairs
+from csem.model import ModelConfig, TrainConfig, train
+from csem.model.config import LabelSpec
+from csem.model.contrast import PairBatchSampler, contrast_training
+from csem.model.module import bounded
+
+SMALL = dict(max_length=40, hidden_sizes=[32], dropout=0.0)
+
+
+def _rows():
+    src = "The council approved the budget on Monday. Taxes rise by 2 percent. Schools get new funds."
+    return [{"source": src, "candidate_a": "Council approves budget.", "candidate_b": "budget budget budget",
+             "aspect": "fluency", "perturbation": "repeated_token"},
+            {"source": src, "candidate_a": "Council approves budget.", "candidate_b": "", "aspect": "all"},
+            {"source": src, "candidate_a": "Taxes rise.", "candidate_b": "Taxes fall.", "judge.consistency": 1.0},
+            {"source": src, "candidate_a": "x", "candidate_b": "y", "aspect": "style"}]
+
+
+def test_contrast_training_maps_aspects_and_keeps_pairs_together():
+    specs = [LabelSpec(aspect=a, column=f"judge.{a}", min=1, max=5) for a in ("consistency", "fluency")]
+    recs, table = contrast_training(_rows(), specs)
+    assert len(recs) == 6  # the 'style' pair names no aspect of the model: skipped
+    assert [r["id"] for r in recs] == ["c0a", "c0b", "c1a", "c1b", "c2a", "c2b"]
+    assert sorted(table.pairs) == [("c0a", "c0b", 1, 1.0), ("c1a", "c1b", 0, 1.0), ("c1a", "c1b", 1, 1.0),
+                                   ("c2a", "c2b", 0, 1.0)]
+    batches = list(PairBatchSampler(recs, pairs_per_batch=2, seed=0))
+    for b in batches:
+        assert all(i + 1 in b for i in b if i % 2 == 0)
+    assert sorted(i for b in batches for i in b) == list(range(6))
+
+
+def test_bounded_is_strictly_increasing_inside_the_unit_interval():
+    far = bounded(torch.tensor([-1e6, -50.0, 50.0, 1e6]))
+    assert float(far.min()) >= 0 and float(far.max()) <= 1 and bool((far[1:] >= far[:-1]).all())
+    x = torch.linspace(-5, 6, 11001, dtype=torch.float32)  # float32 still tells 0.001 steps apart here
+    y = bounded(x)
+    assert bool((y[1:] > y[:-1]).all())
+    mid = torch.linspace(0.05, 0.95, 11)
+    assert torch.allclose(bounded(mid), mid)
+
+
+def test_contrast_pretraining_then_labels_ranks_perturbed_texts_lower(tiny_encoder, train_records):
+    """After pretraining on the pairs (and mixing them into label training) the model scores the
+    perturbed side of most training pairs below its original (the plumbing learns; the tiny encoder is
+    random, so the lexical overlap features carry it)."""
+    pairs = make_pairs(train_records, aspects=["fluency"], per_record=2, seed=0)
+    for p in pairs:
+        p["aspect"] = "quality"
+    cfg = ModelConfig(name="t", encoder=str(tiny_encoder), **SMALL)
+    tc = TrainConfig(max_epochs=1, lr=1e-2, head_lr=1e-2, batch_size=16, seed=1, contrast_epochs=3,
+                     contrast_mix=0.5, contrast_pairs_per_batch=8)
+    model = train(train_records, "judge.quality", "ref-free", config=cfg, train_config=tc, label_range=(1, 5),
+                  contrast=pairs)
+    card = model.card["contrast"]
+    assert card["pairs"] == len(pairs) and card["epochs"] == 3 and card["mix"] == 0.5
+    better = [{"id": f"b{i}", "source": p["source"], "candidate": p["candidate_a"]} for i, p in enumerate(pairs)]
+    worse = [{"id": f"w{i}", "source": p["source"], "candidate": p["candidate_b"]} for i, p in enumerate(pairs)
+             if p["candidate_b"].strip()]
+    sb = {r.id: r.scores["quality"] for r in model.score(better)}
+    sw = {r.id: r.scores["quality"] for r in model.score(worse)}
+    wins = sum(sb[f"b{k[1:]}"] > v for k, v in sw.items())
+    assert wins / len(sw) > 0.6
+    assert all(1 < v < 5 for v in list(sb.values()) + list(sw.values()))
