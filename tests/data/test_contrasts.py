@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections import Counter
 
 import pytest
 from typer.testing import CliRunner
@@ -123,6 +124,13 @@ def test_connective_swap_and_drop():
     drop = _run("connective_drop")
     assert "However" not in drop.text and "Stiviano's lawyer said" in drop.text
     assert C.connective_swap("The team won the cup.", random.Random(0), C.Context()) is None
+    for seed in range(6):
+        ins = C.connective_insert(CANDIDATE, random.Random(seed), CTX)
+        added = [s for s in C.split_sentences(ins.text) if s not in C.split_sentences(CANDIDATE)]
+        assert len(added) == 1 and re.match(r"[A-Z][a-z ]+, ", added[0])
+        assert added[0].split(", ", 1)[1].lower() in CANDIDATE.lower()
+    low = C.connective_insert(LOWER, random.Random(0), CTX)
+    assert low.text == low.text.lower() and re.search(r"\b[a-z ]+ , ", low.text)
 
 
 # ----------------------------------------------------------------------------------------- consistency
@@ -314,9 +322,12 @@ def test_make_pairs_layout_and_order_independence():
     assert sorted(C.make_pairs(recs, per_record=3, seed=6), key=key) != sorted(pairs, key=key)
     # no empty candidates unless asked
     assert not any(p["perturbation"] in C.EMPTY_KINDS for p in pairs)
-    with_empty = C.make_pairs(recs, per_record=20, seed=5, include_empty=True)
+    with_empty = C.make_pairs(recs, per_record=30, seed=5, include_empty=True, max_degenerate=10)
     assert {"empty", "whitespace"} <= {p["perturbation"] for p in with_empty}
     assert not any(p["degenerate"] for p in C.make_pairs(recs, seed=5, degenerate_weight=0))
+    many = C.make_pairs(recs, per_record=30, seed=5, degenerate_weight=100)
+    per = Counter((p["id_a"], p["aspect"]) for p in many if p["degenerate"])
+    assert per and max(per.values()) == 1  # max_degenerate
 
 
 def test_references_as_candidates():

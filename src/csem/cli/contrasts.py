@@ -20,8 +20,9 @@ def contrasts(
                                 help="aspects, comma separated"),
     per_record: int = typer.Option(3, "--per-record", help="pairs per record and aspect"),
     seed: int = typer.Option(0, "--seed"),
-    degenerate_weight: float = typer.Option(1.0, "--degenerate-weight", help="draw weight of the degenerate "
+    degenerate_weight: float = typer.Option(0.5, "--degenerate-weight", help="draw weight of the degenerate "
                                             "texts together, against 1 per perturbation of the aspect (0: none)"),
+    max_degenerate: int = typer.Option(1, "--max-degenerate", help="most degenerate pairs per record and aspect"),
     with_empty: bool = typer.Option(False, "--with-empty", help="also empty and whitespace candidates "
                                     "(`csem train --pairs` rejects them; for sanity checks)"),
     references: bool = typer.Option(False, "--references", help="also perturb each source's references (as "
@@ -44,14 +45,16 @@ def contrasts(
     summary_path = out.with_name(out.name.split(".")[0] + ".summary.json")
     records = read_records(data, columns=column_map(col), required=("source", "candidate"))
     pairs = make_pairs(records, aspects=names, per_record=per_record, seed=seed, include_empty=with_empty,
-                       degenerate_weight=degenerate_weight, references=references)
+                       degenerate_weight=degenerate_weight, max_degenerate=max_degenerate,
+                       references=references)
     if not pairs:
         raise ValueError(f"{data}: no record gave a contrast pair (texts too short to perturb?)")
     write_records(pairs, out)
     counts = summarize(pairs)
     write_json(summary_path, {"data": str(data), "records": len(records), "pairs": len(pairs), "seed": seed,
                               "per_record": per_record, "aspects": names, "references": references,
-                              "with_empty": with_empty, "degenerate_weight": degenerate_weight, "counts": counts})
+                              "with_empty": with_empty, "degenerate_weight": degenerate_weight,
+                              "max_degenerate": max_degenerate, "counts": counts})
     typer.echo(f"{len(pairs)} pairs from {len(records)} records -> {out} (summary: {summary_path})")
     for a, c in counts.items():
         typer.echo(f"  {a}: {sum(c.values())} ({', '.join(f'{k} {v}' for k, v in c.items())})")

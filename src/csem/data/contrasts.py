@@ -15,22 +15,23 @@ Perturbation families (each function ``f(text, rng, ctx) -> Perturbed | None`` i
 depends only on its arguments; None when the text offers nothing to perturb, never an unchanged text):
 
 * coherence: :func:`sentence_shuffle`, :func:`sentence_move`, :func:`connective_swap`,
-  :func:`connective_drop`. Source: UniEval's rule-based coherence negatives (sentence shuffling;
-  Zhong et al. 2022, "Towards a Unified Multi-Dimensional Evaluator for Text Generation", Sec. 3.2)
-  and discourse-connective corruption.
+  :func:`connective_drop`, :func:`connective_insert`. Source: UniEval's rule-based coherence
+  negative samples (Zhong et al. 2022, "Towards a Unified Multi-Dimensional Evaluator for Text
+  Generation": disordered or foreign sentences make an incoherent text) and discourse-connective
+  corruption.
 * consistency: :func:`entity_swap`, :func:`number_swap`, :func:`date_swap`, :func:`negation`,
   :func:`foreign_sentence`, :func:`subject_swap`. Source: FactCC's transformations (entity, number,
   date and pronoun swaps drawn from the source, sentence negation; Kryscinski et al. 2020,
-  "Evaluating the Factual Consistency of Abstractive Text Summarization", Sec. 3.1) and UniEval's
+  "Evaluating the Factual Consistency of Abstractive Text Summarization") and UniEval's
   consistency negatives (Zhong et al. 2022).
 * fluency: :func:`word_drop`, :func:`word_double`, :func:`word_swap`, :func:`char_noise`,
   :func:`sentence_cut`. Source: BLEURT's pre-training perturbations (word dropping; Sellam et al.
-  2020, "BLEURT: Learning Robust Metrics for Text Generation", Sec. 4.1) and SEScore's
+  2020, "BLEURT: Learning Robust Metrics for Text Generation") and SEScore's
   severity-graded insert/delete/replace/swap errors (Xu et al. 2022, "Not All Errors are Equal:
-  Learning Text Generation Metrics using Stratified Error Synthesis", Sec. 3).
+  Learning Text Generation Metrics using Stratified Error Synthesis").
 * relevance: :func:`peripheral_swap`, :func:`redundancy`, :func:`off_topic`, :func:`truncation`.
   Source: UniEval's relevance negatives (Zhong et al. 2022: key content removed or replaced by
-  irrelevant sentences) and SEScore's omission errors (Xu et al. 2022).
+  irrelevant sentences) and SEScore's deletion errors (Xu et al. 2022).
 * degenerate texts, for every aspect: :func:`empty`, :func:`whitespace`, :func:`few_tokens`,
   :func:`repeated_token`; for relevance only :func:`source_copy` (a copy of the source is consistent
   and fluent, but not a summary). Severity 1.
@@ -362,6 +363,34 @@ def connective_drop(text: str, rng: random.Random, ctx: Context) -> Perturbed | 
     if not dropped:
         return None
     return Perturbed(_join(out, seps), _sev(0.15 + 0.35 * len(dropped) / len(sents)), "dropped " + ", ".join(dropped))
+
+
+_INSERTED = ("however", "therefore", "as a result", "in contrast", "nevertheless", "meanwhile", "consequently",
+             "instead", "on the other hand", "for example")
+
+
+def connective_insert(text: str, rng: random.Random, ctx: Context) -> Perturbed | None:
+    """Coherence: an unwarranted connective put at the start of a sentence (``However, the judge ...``;
+    a discourse relation the text does not have), in the text's casing and tokenisation.
+
+    Needs a sentence of >= 4 words that does not already open with a connective. Severity 0.3.
+    """
+    sents, seps = _split(text)
+    free = [i for i, x in enumerate(sents)
+            if not _LEADING_CONNECTIVE.match(x) and x[:1].isalpha() and len(_word_spans(x)) >= 4]
+    if not free:
+        return None
+    i = free[rng.randrange(len(free))]
+    c = _INSERTED[rng.randrange(len(_INSERTED))]
+    s = sents[i]
+    first = re.match(r"[A-Za-z]+", s).group()
+    if first.lower() in _STOP and first[:1].isupper() and not first.isupper():
+        s = s[:1].lower() + s[1:]
+    lead = c if sents[i][:1].islower() else c[:1].upper() + c[1:]
+    comma = " , " if _TOKENISED.search(text) else ", "
+    out = list(sents)
+    out[i] = lead + comma + s
+    return Perturbed(_join(out, seps), 0.3, f"'{lead}' put before sentence {i + 1}")
 
 
 # ------------------------------------------------------------------------------------------ consistency
@@ -912,7 +941,7 @@ def off_topic(text: str, rng: random.Random, ctx: Context) -> Perturbed | None:
 
 def truncation(text: str, rng: random.Random, ctx: Context) -> Perturbed | None:
     """Relevance: only the first k of n sentences kept (1 <= k < n): content omitted (SEScore's
-    omission errors, Xu et al. 2022).
+    deletion errors, Xu et al. 2022).
 
     Needs >= 2 sentences. Severity ``0.2 + 0.6 * dropped / n``.
     """
@@ -973,7 +1002,8 @@ def source_copy(text: str, rng: random.Random, ctx: Context) -> Perturbed | None
 #: aspect -> perturbation name -> function (the names are unique across aspects)
 FAMILIES: dict[str, dict[str, PerturbFn]] = {
     "coherence": {"sentence_shuffle": sentence_shuffle, "sentence_move": sentence_move,
-                  "connective_swap": connective_swap, "connective_drop": connective_drop},
+                  "connective_swap": connective_swap, "connective_drop": connective_drop,
+                  "connective_insert": connective_insert},
     "consistency": {"entity_swap": entity_swap, "number_swap": number_swap, "date_swap": date_swap,
                     "negation": negation, "foreign_sentence": foreign_sentence, "subject_swap": subject_swap},
     "fluency": {"word_drop": word_drop, "word_double": word_double, "word_swap": word_swap,
@@ -1030,15 +1060,17 @@ def make_pairs(
     per_record: int = 3,
     seed: int = 0,
     include_empty: bool = False,
-    degenerate_weight: float = 1.0,
+    degenerate_weight: float = 0.5,
+    max_degenerate: int = 1,
     references: bool = False,
 ) -> list[dict]:
     """Within-source contrast pairs ``(better = the candidate, worse = a perturbed copy)``.
 
     For every record and aspect, ``per_record`` perturbations of that aspect are drawn without
     replacement (each family member with weight 1, the degenerate texts together with weight
-    ``degenerate_weight``) and applied in the drawn order until ``per_record`` of them change the
-    text; a perturbation that finds nothing to change is skipped, so a record may give fewer pairs.
+    ``degenerate_weight``, at most ``max_degenerate`` of them) and applied in the drawn order until
+    ``per_record`` of them change the text; a perturbation that finds nothing to change is skipped,
+    so a record may give fewer pairs.
     A perturbed text is the same for every aspect that draws it (it is seeded by record and name), so
     its id ``<record id>~<name>`` names one text.
 
@@ -1051,6 +1083,8 @@ def make_pairs(
         seed: the seed of every draw.
         include_empty: also the empty and whitespace texts (``csem train --pairs`` rejects them).
         degenerate_weight: the draw weight of the degenerate texts together (0: never).
+        max_degenerate: at most this many degenerate pairs per record and aspect (they are easy;
+            the family's perturbations should make most of the pairs).
         references: also perturb each source's references, as further candidates (one set per
             distinct source, from its first record): id ``<doc_id>~ref<k>``, system ``reference``,
             reference = the source's other references.
@@ -1068,8 +1102,9 @@ def make_pairs(
     tables = {a: perturbations(a, include_empty) for a in aspects}
     if per_record < 1:
         raise ValueError(f"per_record must be >= 1, got {per_record}")
-    if degenerate_weight < 0:
-        raise ValueError(f"degenerate_weight must be >= 0, got {degenerate_weight}")
+    if degenerate_weight < 0 or max_degenerate < 0:
+        raise ValueError(f"degenerate_weight and max_degenerate must be >= 0, got {degenerate_weight}, "
+                         f"{max_degenerate}")
     records = [r for r in records if isinstance(r.get("candidate"), str) and r["candidate"].strip()]
     if references:
         records = records + reference_records(records)
@@ -1095,10 +1130,12 @@ def make_pairs(
                 if w > 0:
                     keys.append((pick.random() ** (1.0 / w), name))  # Efraimidis-Spirakis weighted draw
             keys.sort(reverse=True)
-            got = 0
+            got = degenerate = 0
             for _, name in keys:
                 if got >= per_record:
                     break
+                if table[name][1] and degenerate >= max_degenerate:
+                    continue
                 if name not in done:
                     res = table[name][0](text, rng_for(seed, key, name), ctx)
                     done[name] = None if res is None or _same(res.text, text) else res
@@ -1106,6 +1143,7 @@ def make_pairs(
                 if res is None:
                     continue
                 got += 1
+                degenerate += table[name][1]
                 id_b = f"{rid}~{name}"
                 out.append({
                     "id": f"{rid}|{id_b}|{aspect}", "doc_id": rec.get("doc_id"), "source": rec.get("source"),
