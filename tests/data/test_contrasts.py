@@ -412,3 +412,22 @@ def test_cli_bad_record_names_file_and_line(tmp_path):
     assert res.exit_code == 2
     assert "bad.jsonl, line 2" in res.output and "candidate" in res.output
     assert len(res.output.strip().splitlines()) == 1
+
+
+@pytest.mark.slow  # Lightning training: ~40 s on the shared 2 cores
+def test_cli_pairs_train_a_student(tmp_path, tiny_encoder):
+    """The written file goes straight into `csem train --pairs` (tiny random encoder: the format, not the skill)."""
+    import csem.cli.train  # noqa: F401  (registers the command)
+
+    data = write_records(_records(), tmp_path / "recs.jsonl")
+    pairs = tmp_path / "pairs.jsonl"
+    assert CliRunner().invoke(app, ["contrasts", "--data", str(data), "--out", str(pairs)]).exit_code == 0
+    n = len(read_records(pairs, required=()))
+    cols = ",".join(f"judge.{a}" for a in C.ASPECTS)
+    res = CliRunner().invoke(app, ["train", "--data", str(pairs), "--pairs", "--label-col", cols, "--out",
+                                   str(tmp_path / "m"), "--epochs", "1", "--frozen-epochs", "1", "--hidden-sizes", "16",
+                                   "--max-length", "32", "--threads", "1", "--encoder", str(tiny_encoder)])
+    assert res.exit_code == 0, res.output
+    assert f"{n} judged pairs of" in res.output
+    card = json.loads((tmp_path / "m" / "metric_card.json").read_text())
+    assert card["labels"]["preference_pairs"] == n
