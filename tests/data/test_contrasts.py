@@ -281,6 +281,7 @@ def test_sentence_splitter_handles_lowercase_and_abbreviations():
     assert C.split_sentences("the record was set by u.s. officials. mr. smith said so.") == [
         "the record was set by u.s. officials.", "mr. smith said so."]
     assert C.split_sentences("  ") == []
+    assert C.split_sentences("He said `` no . '' Then he left .") == ["He said `` no . ''", "Then he left ."]
 
 
 # ------------------------------------------------------------------------------------------ make_pairs
@@ -339,6 +340,17 @@ def test_references_as_candidates():
     assert from_ref and all(p["system_a"] == "reference" and p["candidate_a"] == recs[0]["reference"] for p in from_ref)
     two = C.reference_records([{"source": "S", "doc_id": "x", "candidate": "c", "reference": ["r1", "r2"]}])
     assert [(r["candidate"], r["reference"]) for r in two] == [("r1", ["r2"]), ("r2", ["r1"])]
+
+
+def test_soft_preferences_follow_severity():
+    for p in C.make_pairs(_records(), seed=2, soft=True):
+        assert p[f"judge.{p['aspect']}"] == pytest.approx(0.5 + 0.5 * p["severity"], abs=1e-4)
+
+
+def test_entity_swap_prefers_the_same_shape():
+    rng = random.Random(0)
+    assert all(C._entity_replacement("NBA", ["CNN", "Donald Sterling", "Los Angeles"], rng) == "CNN" for _ in range(5))
+    assert C._entity_replacement("Steve Ballmer", ["CNN", "Donald Sterling", "Ballmer"], rng) == "Donald Sterling"
 
 
 def test_pairs_by_aspect_and_summary():

@@ -27,6 +27,7 @@ def contrasts(
                                     "(`csem train --pairs` rejects them; for sanity checks)"),
     references: bool = typer.Option(False, "--references", help="also perturb each source's references (as "
                                     "further candidates, system 'reference')"),
+    soft: bool = typer.Option(False, "--soft", help="preference 0.5 + 0.5 * severity instead of 1.0"),
     col: Optional[List[str]] = col_option(),
 ) -> None:
     """Write within-source preference pairs (the candidate vs a rule-made worse copy) per aspect."""
@@ -46,14 +47,14 @@ def contrasts(
     records = read_records(data, columns=column_map(col), required=("source", "candidate"))
     pairs = make_pairs(records, aspects=names, per_record=per_record, seed=seed, include_empty=with_empty,
                        degenerate_weight=degenerate_weight, max_degenerate=max_degenerate,
-                       references=references)
+                       references=references, soft=soft)
     if not pairs:
         raise ValueError(f"{data}: no record gave a contrast pair (texts too short to perturb?)")
     write_records(pairs, out)
     counts = summarize(pairs)
     write_json(summary_path, {"data": str(data), "records": len(records), "pairs": len(pairs), "seed": seed,
                               "per_record": per_record, "aspects": names, "references": references,
-                              "with_empty": with_empty, "degenerate_weight": degenerate_weight,
+                              "with_empty": with_empty, "soft": soft, "degenerate_weight": degenerate_weight,
                               "max_degenerate": max_degenerate, "counts": counts})
     typer.echo(f"{len(pairs)} pairs from {len(records)} records -> {out} (summary: {summary_path})")
     for a, c in counts.items():

@@ -112,6 +112,9 @@ _ABBREVIATIONS = frozenset("mr mrs ms dr st jr sr vs etc inc co corp ltd gen gov
                            "aug sep sept oct nov dec prof capt col lt sgt ft mt approx e.g i.e a.m p.m u.s".split())
 
 
+_CLOSING_QUOTE = re.compile(r"(?:''|”|\"(?=\s))\s*")
+
+
 def _lowercase(text: str) -> bool:
     letters = [c for c in text if c.isalpha()]
     return bool(letters) and sum(c.isupper() for c in letters) / len(letters) < 0.01
@@ -134,6 +137,11 @@ def _split(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         extra += [m.end() for m in _LOWER_BOUNDARY_UNTOKENISED.finditer(text)
                   if m.group(1).lower() not in _ABBREVIATIONS]
     starts = sorted(set(starts) | set(extra))
+    for k in range(1, len(starts)):  # a closing quote syntok put at a sentence start goes back
+        m = _CLOSING_QUOTE.match(text, starts[k])
+        if m and m.end() < len(text):
+            starts[k] = m.end()
+    starts = sorted(set(starts))
     starts[0] = 0
     sents, seps = [], []
     for i, s in enumerate(starts):
@@ -577,11 +585,17 @@ def _mentions(text: str, entities: Sequence[str]) -> list[tuple[int, int, str]]:
     return sorted(taken)
 
 
+def _shape(entity: str) -> tuple[int, bool]:
+    """(words, acronym): a crude stand-in for the entity type (``NBA`` <-> ``CNN``, ``Donald Sterling`` <->
+    ``Steve Ballmer``)."""
+    return len(entity.split()), entity.replace(".", "").isupper()
+
+
 def _entity_replacement(entity: str, pool: Sequence[str], rng: random.Random) -> str | None:
     words = {w.lower().strip(".") for w in entity.split()}
     choices = [p for p in pool if not words & {w.lower().strip(".") for w in p.split()}]
-    same = [p for p in choices if len(p.split()) == len(entity.split())]
-    choices = same or choices
+    same = [p for p in choices if _shape(p) == _shape(entity)]
+    choices = same or [p for p in choices if len(p.split()) == len(entity.split())] or choices
     return choices[rng.randrange(len(choices))] if choices else None
 
 
@@ -590,7 +604,7 @@ def entity_swap(text: str, rng: random.Random, ctx: Context) -> Perturbed | None
     entity swap, Kryscinski et al. 2020). Entities are capitalised spans of the source (see the module
     docstring); a mention is matched case-insensitively and the replacement takes its casing; the
     replacement shares no word with the mention (``Sterling`` never becomes ``Shelly Sterling``) and
-    has the same number of words when the source offers one.
+    has the same shape when the source offers one (number of words; an acronym for an acronym).
 
     Needs a source entity in the text and another, unrelated one in the source. Severity 0.7.
     """
@@ -1063,6 +1077,7 @@ def make_pairs(
     degenerate_weight: float = 0.5,
     max_degenerate: int = 1,
     references: bool = False,
+    soft: bool = False,
 ) -> list[dict]:
     """Within-source contrast pairs ``(better = the candidate, worse = a perturbed copy)``.
 
@@ -1088,12 +1103,15 @@ def make_pairs(
         references: also perturb each source's references, as further candidates (one set per
             distinct source, from its first record): id ``<doc_id>~ref<k>``, system ``reference``,
             reference = the source's other references.
+        soft: write ``judge.<aspect>`` = ``0.5 + 0.5 * severity`` (a mild perturbation is a weaker
+            preference) instead of 1.0.
 
     Returns:
         One dict per (pair, aspect), in record order: ``id`` (``<id_a>|<id_b>|<aspect>``), ``doc_id``,
         ``source``, ``reference``, ``id_a``, ``id_b``, ``candidate_a`` (better), ``candidate_b``
         (worse), ``system_a``, ``system_b`` (``<system>~<name>``), ``aspect``, ``perturbation``,
-        ``degenerate`` (bool), ``severity`` (0-1), ``edit`` (what changed) and ``judge.<aspect>`` = 1.0.
+        ``degenerate`` (bool), ``severity`` (0-1), ``edit`` (what changed) and ``judge.<aspect>`` = 1.0
+        (p(a better than b); ``0.5 + 0.5 * severity`` with ``soft``).
 
     Raises:
         ValueError: unknown aspect, ``per_record`` < 1, ``degenerate_weight`` < 0.
@@ -1151,7 +1169,8 @@ def make_pairs(
                     "candidate_b": res.text, "system_a": system,
                     "system_b": f"{system}~{name}" if system is not None else name,
                     "aspect": aspect, "perturbation": name, "degenerate": table[name][1],
-                    "severity": res.severity, "edit": res.edit, f"judge.{aspect}": PREFERENCE,
+                    "severity": res.severity, "edit": res.edit,
+                    f"judge.{aspect}": round(0.5 + 0.5 * res.severity, 4) if soft else PREFERENCE,
                 })
     return out
 
