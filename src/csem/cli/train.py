@@ -83,63 +83,32 @@ def train(
     rubric: Optional[str] = typer.Option(None, help="rubric the labels come from, for the metric card"),
     col: Optional[List[str]] = col_option(),
     progress: bool = typer.Option(False, help="show Lightning's progress bar"),
+    contrast: Optional[Path] = typer.Option(None, "--contrast", help="contrast pairs file (from `csem contrasts`): "
+                                            "rank them first (pretraining), then learn the labels"),
+    contrast_per_record: Optional[int] = typer.Option(None, "--contrast-per-record", help="without --contrast: make this "
+                                                      "many rule-made pairs per training row and aspect (0 = none; "
+                                                      "default: TrainConfig's)"),
+    contrast_epochs: Optional[int] = typer.Option(None, "--contrast-epochs", help="epochs of contrast pretraining"),
+    contrast_mix: Optional[float] = typer.Option(None, "--contrast-mix", help="weight of the contrast loss mixed into "
+                                                 "label training (0 = off)"),
 ) -> None:
     """Train an evaluation model (encoder + Eq. 9/10 features + feed-forward heads) and save it with its metric card."""
     from csem.data.records import check_output_path, read_records
     from csem.model import ModelConfig, TrainConfig
-    from csem.model.train import is_global_zero, train as train_model
-    from csem.model.labels import parse_label_spec, pivot_long, prepare_labels
-    from csem.model.validation import aspect_name as label_aspect
-
+    from csem.model.fit import fit, label_columns
+    from csem.model.train import is_global_zero
     from csem.pipeline.annotate import read_provenance
 
     check_output_path(out, kind="folder")  # before any work
     columns = column_map(col)
-    prov = read_provenance(data) or {}
-    groups = parse_label_spec(label_col)
-    label_cols = [c for g in groups for c in g]
-    ranges = None
-    if label_range:
-        ranges = _floats(label_range, "--label-range")
-    elif all(c in prov.get("columns", {}) for c in label_cols):
-        ranges = {c: tuple(prov["columns"][c]["scale"]) for c in label_cols}
-        typer.echo(f"label range from the rubric scale recorded by `csem annotate`: "
-                   f"{', '.join(f'{c} {lo:g}-{hi:g}' for c, (lo, hi) in ranges.items())}")
-    judge = judge or prov.get("judge")
-    rubric = rubric or (",".join(prov["rubrics"]) if prov.get("rubrics") else None)
-    preferences = None
+    prov = read_provenance(data)
+    label_cols = label_columns(label_col)
+    ranges = _floats(label_range, "--label-range") if label_range else None
     if pairs:
-        from csem.model.preferences import pairs_to_training
-
-        if dev or judge_col or any(len(g) > 1 for g in groups) or normalise != "none":
-            raise ValueError("--pairs trains on one preference column per aspect; --dev, --judge-col, "
-                             "--normalise and A+B label columns are for ratings")
-        records, preferences = pairs_to_training(read_records(data, columns=columns, required=()), label_cols,
-                                                 where=str(data))
-        ranges = None
-        typer.echo(f"{len(preferences)} judged pairs of {len(records)} candidates")
+        records = read_records(data, columns=columns, required=())
     else:
         records = read_records(data, columns=columns, required=("candidate",), numeric=label_cols)
     dev_records = read_records(dev, columns=columns, required=("candidate",), numeric=label_cols) if dev else None
-    ensembles: dict = {}
-    if not pairs and (judge_col or any(len(g) > 1 for g in groups) or normalise != "none"):
-        if judge_col and any(len(g) > 1 for g in groups):
-            raise ValueError("with --judge-col give one label column per aspect (the judges come from the file)")
-        if judge_col:
-            if isinstance(ranges, dict):
-                ranges = {f"{c}@{j}": v for c, v in ranges.items()
-                          for j in {str(r.get(judge_col)) for r in records}}
-            records, groups, judges = pivot_long(records, judge_col, label_cols, where=str(data))
-            if dev_records is not None:
-                dev_records, _, _ = pivot_long(dev_records, judge_col, label_cols, where=str(dev))
-            typer.echo(f"{len(judges)} judges in '{judge_col}': {', '.join(judges)}; {len(records)} candidates")
-        prep = prepare_labels(records, groups, normalise=normalise, combine=combine, label_range=ranges,
-                              where=str(data))
-        records, label_cols, ranges, ensembles = prep.records, prep.label_cols, prep.label_range, prep.ensembles
-        if dev_records is not None:
-            dev_records = prepare_labels(dev_records, groups, normalise=normalise, combine=combine,
-                                         label_range=ranges if normalise == "none" else None,
-                                         where=str(dev)).records
     # options left unset take the defaults of ModelConfig / TrainConfig (their one home)
     given = lambda **kw: {k: v for k, v in kw.items() if v is not None}  # noqa: E731
     config = ModelConfig(**given(
@@ -153,21 +122,18 @@ def train(
         frozen_epochs=frozen_epochs, layerwise_decay=layerwise_decay, gradient_clip=gradient_clip,
         seed=seed, precision=precision, accelerator=accelerator,
         devices=int(devices) if devices.isdigit() else devices, num_nodes=num_nodes, strategy=strategy,
-        num_threads=threads, progress=progress))
+        num_threads=threads, progress=progress, contrast_per_record=contrast_per_record,
+        contrast_epochs=contrast_epochs, contrast_mix=contrast_mix))
+    contrast_rows = read_records(contrast, required=()) if contrast else None
     if train_layers is not None:
         tc = tc.model_copy(update={"train_layers": None if train_layers < 0 else train_layers})
-    model = train_model(records, label_cols, mode, out_dir=None, config=config, train_config=tc,
-                        dev_records=dev_records, label_range=ranges, judge=judge, rubric=rubric,
-                        preferences=preferences)
-    if ensembles or normalise != "none":
-        model.card["labels"] = {"normalise": normalise, "combine": combine, "judge_col": judge_col,
-                                "ensembles": {label_aspect(k, label_cols): [label_aspect(c, label_cols) for c in v]
-                                              for k, v in ensembles.items()}}
-    if preferences is not None:
-        model.card["labels"] = {"preference_pairs": len(preferences), "loss": "Eq. 3 on judged pairs"}
+    # the label pivot, normalisation, card entries and saving: csem.model.fit (as csem.train and csem run)
+    model = fit(records, label_col, mode=mode, out_dir=out, config=config, train_config=tc,
+                dev_records=dev_records, judge_col=judge_col, normalise=normalise, combine=combine, pairs=pairs,
+                label_range=ranges, provenance=prov, judge=judge, rubric=rubric, where=str(data),
+                dev_where=str(dev), log=typer.echo, contrast=contrast_rows)
     if not is_global_zero():  # under DDP (--strategy ddp) the other ranks leave writing to rank 0
         return
-    model.save(out)
     val = model.card.get("validation")
     summary = ""
     if val:

@@ -34,6 +34,39 @@ def data_hash(records: Sequence[Mapping[str, Any]], label_cols: Sequence[str]) -
     return h.hexdigest()
 
 
+def settings_hash(model: Any, aspects: Sequence[str] | None = None, *, precision: str = "auto") -> str:
+    """What produced a set of scores, in one line (after bert_score's reproducibility hash, Zhang et
+    al. 2020, ``bert_score.utils.get_hash``): the metric's name and aspects, its mode, the sha256
+    prefix of its weights and config (:func:`csem.model.scoring.model_fingerprint`), the precision
+    it ran at, and the csem, torch and transformers versions, e.g.
+    ``csem(coherence)_ref-free_model=3f2a9c1b7d4e_fp32_version=0.1.0(torch=2.13.0,transformers=5.0.0)``.
+
+    Equal hashes mean the same model, settings and library versions, so the same scores up to the
+    hardware's floating-point kernels (see the reproducibility guide).
+
+    Args:
+        model: a loaded :class:`csem.model.EvaluationModel`.
+        aspects: the aspects scored (default: every output aspect). precision: as given to scoring;
+            ``auto`` is resolved for the model's device.
+    """
+    import torch
+    import transformers
+
+    import csem
+    from csem.model.inference import resolve_precision
+    from csem.model.scoring import model_fingerprint, output_aspects
+
+    names = list(aspects) if aspects else list(output_aspects(model))
+    try:
+        device = next(model.module.parameters()).device
+    except StopIteration:  # pragma: no cover - a model without parameters
+        device = torch.device("cpu")
+    dtype = resolve_precision(precision, device)
+    prec = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, str(dtype))
+    return (f"{model.config.name}({'+'.join(names)})_{model.config.mode}_model={model_fingerprint(model)[:12]}"
+            f"_{prec}_version={csem.__version__}(torch={torch.__version__},transformers={transformers.__version__})")
+
+
 def build_card(
     config: ModelConfig,
     train_config: TrainConfig,

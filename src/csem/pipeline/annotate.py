@@ -39,14 +39,15 @@ def read_provenance(labelled: str | Path) -> dict | None:
     return data
 
 
-def annotate_file(candidates: str | Path, out: str | Path, *, rubrics: Sequence[str], judge: str = "local",
+def annotate_file(candidates: str | Path | Sequence[Mapping], out: str | Path, *, rubrics: Sequence[str], judge: str = "local",
                   mode: str = "probs", n: int = 20, temperature: float = 1.0, cache: str | Path | None = None,
                   columns: Mapping[str, str] | None = None, progress: bool = True,
                   backend_options: Mapping | None = None) -> dict:
     """Judge every candidate of ``candidates`` on every rubric aspect and write ``out``.
 
     Args:
-        candidates: a candidate file (``csem collect`` output or any csem record file).
+        candidates: a candidate file (``csem collect`` output or any csem record file), or the
+            candidate records themselves.
         out: the labelled file: the input columns plus ``judge.<aspect>`` (rubric scale, None when
             missing), ``judge.<aspect>.missing`` (reason), ``judge.<aspect>.mass``, ``judge.<aspect>.raw``.
         rubrics, judge, mode, n, temperature: as :func:`csem.judge.judge_records`.
@@ -66,7 +67,7 @@ def annotate_file(candidates: str | Path, out: str | Path, *, rubrics: Sequence[
     from csem.rubrics import load_rubrics
 
     out = Path(out)
-    recs = read_records(candidates, columns=columns)
+    recs = read_records(candidates, columns=columns) if isinstance(candidates, (str, Path)) else list(candidates)
     loaded = load_rubrics(list(rubrics))
     cache = cache if cache is not None else out.with_name(out.name + ".judge_cache.sqlite")
     labelled, summary = judge_records(recs, loaded, judge, mode=mode, n=n, temperature=temperature,

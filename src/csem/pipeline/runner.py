@@ -255,7 +255,8 @@ class Pipeline:
         """Train a student on the ``train`` records of ``recs`` (``dev`` ones for model selection) into
         ``out_dir`` with the pipeline's train settings, ``options`` overriding ``train.options``.
         Returns (training records, dev records or None, label columns)."""
-        from csem.model import ModelConfig, TrainConfig, train
+        from csem.model import ModelConfig, TrainConfig
+        from csem.model.fit import fit  # the one path of csem train, csem.train and this stage
 
         t = self.cfg.train
         labels = self.label_cols()
@@ -267,17 +268,19 @@ class Pipeline:
 
             path = self.run_dir / "pairs.jsonl"
             pair_cols = [format_column("judge", a) for a in self.compare_aspects()]
-            train_recs, prefs = pairs_to_training(read_records(path, required=()), pair_cols, where=str(path))
-            train(train_recs, pair_cols, mode=t.mode, out_dir=out_dir, config=config, train_config=train_config,
-                  preferences=prefs, judge=self.cfg.compare.judge or self.cfg.annotate.judge,
-                  rubric=", ".join(self.compare_rubrics()), notes=notes + f", {len(prefs)} judged pairs")
+            pair_rows = read_records(path, required=())
+            train_recs, prefs = pairs_to_training(pair_rows, pair_cols, where=str(path))
+            fit(pair_rows, pair_cols, mode=t.mode, out_dir=out_dir, config=config, train_config=train_config,
+                pairs=True, judge=self.cfg.compare.judge or self.cfg.annotate.judge,
+                rubric=", ".join(self.compare_rubrics()), notes=notes + f", {len(prefs)} judged pairs",
+                where=str(path))
             return train_recs, None, labels
         ranges = self.label_ranges()
         train_recs = [r for r in recs if r.get("split") == "train"]
         dev_recs = [r for r in recs if r.get("split") == "dev"] or None
-        train(train_recs, labels, mode=t.mode, out_dir=out_dir, config=config, train_config=train_config,
-              dev_records=dev_recs, label_range={c: ranges[c] for c in labels if c in ranges} or None,
-              judge=self.cfg.annotate.judge, rubric=", ".join(self.cfg.annotate.rubrics), notes=notes)
+        fit(train_recs, labels, mode=t.mode, out_dir=out_dir, config=config, train_config=train_config,
+            dev_records=dev_recs, label_range={c: ranges[c] for c in labels if c in ranges} or None,
+            judge=self.cfg.annotate.judge, rubric=", ".join(self.cfg.annotate.rubrics), notes=notes)
         return train_recs, dev_recs, labels
 
     def train(self) -> dict:
