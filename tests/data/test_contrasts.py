@@ -282,6 +282,7 @@ def test_sentence_splitter_handles_lowercase_and_abbreviations():
         "the record was set by u.s. officials.", "mr. smith said so."]
     assert C.split_sentences("  ") == []
     assert C.split_sentences("He said `` no . '' Then he left .") == ["He said `` no . ''", "Then he left ."]
+    assert C.split_sentences("He said ' no . ' Then he left .") == ["He said ' no . '", "Then he left ."]
 
 
 # ------------------------------------------------------------------------------------------ make_pairs
@@ -347,8 +348,15 @@ def test_soft_preferences_follow_severity():
         assert p[f"judge.{p['aspect']}"] == pytest.approx(0.5 + 0.5 * p["severity"], abs=1e-4)
 
 
-def test_entity_swap_prefers_the_same_shape():
+def test_entity_swap_prefers_the_same_type_and_shape():
+    types = C._entity_types(SOURCE)
+    assert types["v. stiviano"] == "person" and types["los angeles"] == "place" and types["nba"] == "acronym"
     rng = random.Random(0)
+    pool = ["Los Angeles", "Steve Ballmer", "Richard Fruin", "Range Rover"]
+    kinds = {"los angeles": "place", "steve ballmer": "person", "richard fruin": "person"}
+    picks = {C._entity_replacement("Donald Sterling", pool, random.Random(s), dict(kinds, **{"donald sterling": "person"}))
+             for s in range(10)}
+    assert picks == {"Steve Ballmer", "Richard Fruin"}
     assert all(C._entity_replacement("NBA", ["CNN", "Donald Sterling", "Los Angeles"], rng) == "CNN" for _ in range(5))
     assert C._entity_replacement("Steve Ballmer", ["CNN", "Donald Sterling", "Ballmer"], rng) == "Donald Sterling"
 

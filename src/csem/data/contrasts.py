@@ -112,7 +112,7 @@ _ABBREVIATIONS = frozenset("mr mrs ms dr st jr sr vs etc inc co corp ltd gen gov
                            "aug sep sept oct nov dec prof capt col lt sgt ft mt approx e.g i.e a.m p.m u.s".split())
 
 
-_CLOSING_QUOTE = re.compile(r"(?:''|”|\"(?=\s))\s*")
+_CLOSING_QUOTE = re.compile(r"(?:''|”|’(?=\s)|[\"'](?=\s))\s*")
 
 
 def _lowercase(text: str) -> bool:
@@ -586,17 +586,55 @@ def _mentions(text: str, entities: Sequence[str]) -> list[tuple[int, int, str]]:
 
 
 def _shape(entity: str) -> tuple[int, bool]:
-    """(words, acronym): a crude stand-in for the entity type (``NBA`` <-> ``CNN``, ``Donald Sterling`` <->
-    ``Steve Ballmer``)."""
+    """(words, acronym): the form of an entity (``NBA`` <-> ``CNN``, ``Donald Sterling`` <-> ``Steve Ballmer``)."""
     return len(entity.split()), entity.replace(".", "").isupper()
 
 
-def _entity_replacement(entity: str, pool: Sequence[str], rng: random.Random) -> str | None:
+_TITLE_CUE = re.compile(r"(?:\b(?:mr|mrs|ms|dr|president|sen|senator|rep|gov|governor|judge|officer|coach|manager|"
+                        r"singer|player|star|actor|actress|ceo|founder|spokesman|spokeswoman|minister|prince|"
+                        r"princess|king|queen|lawyer|attorney|chairman|director|captain|striker|midfielder|"
+                        r"defender|boss)\.?\s+)$", re.IGNORECASE)
+_PERSON_AFTER = re.compile(r"^(?:\s+(?:said|says|told|added|explained|wrote|who)\b|\s*,\s*\d{1,3}\s*,)", re.IGNORECASE)
+_PLACE_CUE = re.compile(r"\b(?:in|at|near|across|outside|inside|throughout)\s+(?:the\s+)?$", re.IGNORECASE)
+
+
+@lru_cache(maxsize=4096)
+def _entity_types(source: str) -> dict[str, str]:
+    """A crude entity type from the source's contexts, standing in for NER (FactCC swaps within a type):
+    ``person`` (after a title such as ``Mr``/``coach``, or before ``said``/``who``/``, 45,``), ``place``
+    (after ``in``/``at``/``near`` ...), ``acronym`` (all capitals), else ``other``. Keys: lower-cased entities."""
+    out = {}
+    for e in _entities(source):
+        person = place = 0
+        for m in re.finditer(r"(?<![\w'’])" + re.escape(e) + r"(?![\w])", source):
+            before, after = source[max(0, m.start() - 40):m.start()], source[m.end():m.end() + 20]
+            person += bool(_TITLE_CUE.search(before)) + bool(_PERSON_AFTER.match(after))
+            place += bool(_PLACE_CUE.search(before))
+        if re.match(r"[A-Z]\.\s+[A-Z]", e):  # an initial: V. Stiviano
+            person += 2
+        if person > place:
+            out[e.lower()] = "person"
+        elif place > person:
+            out[e.lower()] = "place"
+        else:
+            out[e.lower()] = "acronym" if _shape(e)[1] else "other"
+    return out
+
+
+def _entity_replacement(entity: str, pool: Sequence[str], rng: random.Random,
+                        types: Mapping[str, str] | None = None) -> str | None:
+    """Another entity of ``pool`` sharing no word with ``entity``: one of the same type and form when
+    there is one, else the same type, else the same form, else any."""
     words = {w.lower().strip(".") for w in entity.split()}
     choices = [p for p in pool if not words & {w.lower().strip(".") for w in p.split()}]
-    same = [p for p in choices if _shape(p) == _shape(entity)]
-    choices = same or [p for p in choices if len(p.split()) == len(entity.split())] or choices
-    return choices[rng.randrange(len(choices))] if choices else None
+    types = types or {}
+    kind = types.get(entity.lower(), "other")
+    typed = [p for p in choices if types.get(p.lower(), "other") == kind] if kind != "other" else []
+    for group in ([p for p in typed if _shape(p) == _shape(entity)], typed,
+                  [p for p in choices if _shape(p) == _shape(entity)], choices):
+        if group:
+            return group[rng.randrange(len(group))]
+    return None
 
 
 def entity_swap(text: str, rng: random.Random, ctx: Context) -> Perturbed | None:
@@ -604,7 +642,8 @@ def entity_swap(text: str, rng: random.Random, ctx: Context) -> Perturbed | None
     entity swap, Kryscinski et al. 2020). Entities are capitalised spans of the source (see the module
     docstring); a mention is matched case-insensitively and the replacement takes its casing; the
     replacement shares no word with the mention (``Sterling`` never becomes ``Shelly Sterling``) and
-    has the same shape when the source offers one (number of words; an acronym for an acronym).
+    has the same crude type (person, place, acronym; from the source's contexts) and form (number of
+    words) when the source offers one.
 
     Needs a source entity in the text and another, unrelated one in the source. Severity 0.7.
     """
@@ -612,7 +651,7 @@ def entity_swap(text: str, rng: random.Random, ctx: Context) -> Perturbed | None
     mentions = _mentions(text, pool)
     rng.shuffle(mentions)
     for start, end, e in mentions:
-        new = _entity_replacement(e, pool, rng)
+        new = _entity_replacement(e, pool, rng, _entity_types(ctx.source))
         if new is None:
             continue
         new = _case_like(new, text[start:end])
@@ -647,7 +686,8 @@ def subject_swap(text: str, rng: random.Random, ctx: Context) -> Perturbed | Non
     for i, start, end, entity in sites:
         s = sents[i]
         old = s[start:end]
-        new = _entity_replacement(entity, pool, rng) if entity else _PRONOUN_SWAP[old.lower()]
+        new = (_entity_replacement(entity, pool, rng, _entity_types(ctx.source)) if entity
+               else _PRONOUN_SWAP[old.lower()])
         if new is None:
             continue
         new = _case_like(new, old)
