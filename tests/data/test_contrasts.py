@@ -42,7 +42,9 @@ CTX = C.Context(source=SOURCE, other=OTHER)
 
 ALL = {name: f for fam in C.FAMILIES.values() for name, f in fam.items()}
 ALL.update(C.DEGENERATE)
-ALL.update(C.DEGENERATE_ONLY["relevance"])
+for _only in C.DEGENERATE_ONLY.values():
+    ALL.update(_only)
+ALL["truncate_mid"] = C.truncate_mid
 
 
 def _run(name, text=CANDIDATE, seed=0, ctx=CTX):
@@ -274,6 +276,26 @@ def test_degenerate_texts():
     assert len(rep.text.split()) == 100 and len(set(rep.text.split())) == 1
     assert _run("source_copy").text == SOURCE
     assert C.source_copy(SOURCE, random.Random(0), CTX) is None  # the source itself: not a worse copy
+
+
+def test_word_shuffle_and_truncate_mid():
+    shuf = _run("word_shuffle")
+    assert sorted(shuf.text.split()) == sorted(CANDIDATE.split()) and shuf.text.split() != CANDIDATE.split()
+    for seed in range(5):
+        cut = _run("truncate_mid", seed=seed)
+        assert CANDIDATE.startswith(cut.text) and cut.text[-1].isalnum()
+        assert 0.3 <= len(cut.text.split()) / len(CANDIDATE.split()) <= 0.75
+
+
+def test_sanity_cases():
+    cases = C.sanity_cases(CANDIDATE, source=SOURCE, other_summary=OTHER, seed=1, key="d1")
+    assert list(cases) == list(C.SANITY_CASES)
+    assert cases["empty"] == "" and not cases["whitespace"].strip() and cases["one_token"] == "A"
+    assert len(cases["repeated_token"].split()) == 100 and cases["source_copy"] == SOURCE
+    assert cases["other_summary"] == OTHER and CANDIDATE.startswith(cases["truncated"])
+    assert cases == C.sanity_cases(CANDIDATE, source=SOURCE, other_summary=OTHER, seed=1, key="d1")
+    short = C.sanity_cases("Two words", seed=0)
+    assert set(short) == {"empty", "whitespace", "one_token", "repeated_token"}
 
 
 def test_sentence_splitter_handles_lowercase_and_abbreviations():

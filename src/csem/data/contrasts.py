@@ -33,8 +33,9 @@ depends only on its arguments; None when the text offers nothing to perturb, nev
   Source: UniEval's relevance negatives (Zhong et al. 2022: key content removed or replaced by
   irrelevant sentences) and SEScore's deletion errors (Xu et al. 2022).
 * degenerate texts, for every aspect: :func:`empty`, :func:`whitespace`, :func:`few_tokens`,
-  :func:`repeated_token`; for relevance only :func:`source_copy` (a copy of the source is consistent
-  and fluent, but not a summary). Severity 1.
+  :func:`repeated_token`; for coherence and fluency :func:`word_shuffle`; for relevance only
+  :func:`source_copy` (a copy of the source is consistent and fluent, but not a summary). Severity 1.
+  :func:`sanity_cases` builds the sanity suite's degenerate candidates from one real candidate.
 
 Severity (0-1) grows with the extent of the damage: each function's docstring gives its formula
 (SEScore grades errors minor/major; here the grade is continuous). It is recorded, not used by
@@ -1051,6 +1052,69 @@ def source_copy(text: str, rng: random.Random, ctx: Context) -> Perturbed | None
     return Perturbed(_style(ctx.source.strip(), text), 1.0, "source copied")
 
 
+def word_shuffle(text: str, rng: random.Random, ctx: Context) -> Perturbed | None:
+    """Degenerate, coherence and fluency only: all words (and punctuation tokens) in a random order.
+    Needs >= 4 distinct tokens. Severity 1."""
+    tokens = text.split()
+    if len(set(tokens)) < 4:
+        return None
+    for _ in range(10):
+        out = list(tokens)
+        rng.shuffle(out)
+        if out != tokens:
+            return Perturbed(" ".join(out), 1.0, f"{len(tokens)} tokens shuffled")
+    return None
+
+
+def truncate_mid(text: str, rng: random.Random, ctx: Context) -> Perturbed | None:
+    """The text cut in the middle of a sentence at 30-70 % of its words, everything after dropped (the
+    sanity suite's "truncated mid-sentence"; not drawn by :func:`make_pairs`: :func:`sentence_cut` and
+    :func:`truncation` cover it). Needs >= 6 words. Severity ``0.3 + 0.7 * removed / words``."""
+    spans = _word_spans(text)
+    if len(spans) < 6:
+        return None
+    for _ in range(10):
+        keep = rng.randint(math.ceil(0.3 * len(spans)), math.floor(0.7 * len(spans)))
+        out = text[:spans[keep - 1][1]]
+        if not re.search(r"[.!?]['\"’”)]*$", out):  # not at a sentence end
+            return Perturbed(out, _sev(0.3 + 0.7 * (len(spans) - keep) / len(spans)),
+                             f"cut after {keep} of {len(spans)} words")
+    return None
+
+
+#: the sanity suite's degenerate cases (issue 24), in report order
+SANITY_CASES = ("empty", "whitespace", "one_token", "repeated_token", "truncated", "words_shuffled", "other_summary",
+                "source_copy")
+
+
+def sanity_cases(candidate: str, *, source: str = "", other_summary: str | None = None,
+                 seed: int = 0, key: str = "") -> dict[str, str]:
+    """Degenerate candidates for a metric's sanity check, built from one real candidate of a source.
+
+    Returns ``{case: text}`` for the cases of :data:`SANITY_CASES` that apply: ``empty`` (``""``),
+    ``whitespace`` (``" \n"``), ``one_token`` (the candidate's first word), ``repeated_token`` (its most
+    frequent word x 100), ``truncated`` (cut mid-sentence, :func:`truncate_mid`), ``words_shuffled``
+    (:func:`word_shuffle`), ``other_summary`` (given: a candidate written for another source),
+    ``source_copy`` (the whole source; only meaningful for relevance). A case whose input is missing
+    or too short (no source, a two-word candidate) is left out. Deterministic given ``seed`` and ``key``.
+    """
+    ctx = Context(source=source)
+    out: dict[str, str] = {"empty": "", "whitespace": " \n"}
+    words = _TOKEN.findall(candidate)
+    if words:
+        out["one_token"] = words[0]
+    for case, fn in (("repeated_token", repeated_token), ("truncated", truncate_mid),
+                     ("words_shuffled", word_shuffle)):
+        res = fn(candidate, rng_for(seed, key, case), ctx)
+        if res is not None:
+            out[case] = res.text
+    if other_summary and other_summary.strip() and not _same(other_summary, candidate):
+        out["other_summary"] = other_summary
+    if source.strip() and not _same(source, candidate):
+        out["source_copy"] = source
+    return out
+
+
 # ---------------------------------------------------------------------------------------------- registry
 
 #: aspect -> perturbation name -> function (the names are unique across aspects)
@@ -1069,7 +1133,9 @@ FAMILIES: dict[str, dict[str, PerturbFn]] = {
 DEGENERATE: dict[str, PerturbFn] = {"empty": empty, "whitespace": whitespace, "few_tokens": few_tokens,
                                     "repeated_token": repeated_token}
 #: degenerate texts for one aspect only
-DEGENERATE_ONLY: dict[str, dict[str, PerturbFn]] = {"relevance": {"source_copy": source_copy}}
+DEGENERATE_ONLY: dict[str, dict[str, PerturbFn]] = {"relevance": {"source_copy": source_copy},
+                                                     "coherence": {"word_shuffle": word_shuffle},
+                                                     "fluency": {"word_shuffle": word_shuffle}}
 EMPTY_KINDS = ("empty", "whitespace")
 
 
