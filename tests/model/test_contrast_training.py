@@ -68,3 +68,35 @@ def test_contrast_pretraining_then_labels_ranks_perturbed_texts_lower(tiny_encod
     wins = sum(sb[f"b{k[1:]}"] > v for k, v in sw.items())
     assert wins / len(sw) > 0.6
     assert all(1 < v < 5 for v in list(sb.values()) + list(sw.values()))
+
+
+def test_train_cli_contrast_file_and_auto_pairs(tiny_encoder, train_records, tmp_path):
+    """`csem train --contrast PAIRS` (a `csem contrasts` file) and `--contrast-per-record N` (pairs made
+    from the training rows) record the pretraining in the metric card; a pairs file naming no aspect of
+    the labels is a one-line error, exit 2."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from csem.cli import _load_commands, app
+    from csem.data.records import write_records
+
+    _load_commands()
+    data = write_records(train_records, tmp_path / "labelled.jsonl")
+    pairs = make_pairs(train_records, aspects=["fluency"], per_record=1, seed=0)
+    write_records([dict(p, aspect="quality") for p in pairs], tmp_path / "pairs.jsonl")
+    common = ["train", "--data", str(data), "--label-col", "judge.quality", "--epochs", "1", "--hidden-sizes", "16",
+              "--max-length", "32", "--threads", "1", "--encoder", str(tiny_encoder), "--label-range", "1,5"]
+    res = CliRunner().invoke(app, common + ["--out", str(tmp_path / "m"), "--contrast", str(tmp_path / "pairs.jsonl"),
+                                            "--contrast-epochs", "1"])
+    assert res.exit_code == 0, res.output
+    card = json.loads((tmp_path / "m" / "metric_card.json").read_text())
+    assert card["contrast"]["pairs"] == len(pairs) and card["contrast"]["epochs"] == 1
+    res = CliRunner().invoke(app, common + ["--out", str(tmp_path / "auto"), "--contrast-per-record", "1",
+                                            "--contrast-epochs", "1"])
+    assert res.exit_code == 0, res.output
+    auto = json.loads((tmp_path / "auto" / "metric_card.json").read_text())["contrast"]
+    assert auto["pairs"] >= len(train_records)  # an 'overall' aspect gets every family's pairs
+    write_records([dict(p, aspect="style") for p in pairs], tmp_path / "bad.jsonl")
+    res = CliRunner().invoke(app, common + ["--out", str(tmp_path / "bad"), "--contrast", str(tmp_path / "bad.jsonl")])
+    assert res.exit_code == 2 and "no pair names one of the model's aspects" in res.output

@@ -197,6 +197,9 @@ class TrainConfig(BaseModel):
         contrast_mix: weight of the contrast ranking loss added to every label-training step (one
             batch of pairs per step, cycling; rehearsal, so fine-tuning does not forget what the
             pairs taught); 0 = off.
+        contrast_per_record: with no contrast pairs given, make this many pairs per training record and
+            aspect from the training records themselves (:func:`csem.model.contrast.auto_pairs`, no LLM
+            call); 0 = no contrast pairs unless given.
         contrast_pairs_per_batch: pairs per contrast batch. contrast_lr: encoder learning rate while
             pretraining (None: ``lr``); the heads use ``head_lr``.
     """
@@ -226,5 +229,6 @@ class TrainConfig(BaseModel):
     feature_prefit_lr: float = Field(3e-3, gt=0)
     contrast_epochs: int = Field(1, ge=0)
     contrast_mix: float = Field(0.0, ge=0)
+    contrast_per_record: int = Field(0, ge=0)
     contrast_pairs_per_batch: int = Field(16, ge=1)
     contrast_lr: float | None = Field(None, gt=0)

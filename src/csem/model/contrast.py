@@ -123,3 +123,32 @@ class PairBatchSampler:
         self.epoch += 1
         for i in order:
             yield self.batches[i]
+
+
+def auto_pairs(records: Sequence[Mapping[str, Any]], specs: Sequence[LabelSpec], per_record: int = 1,
+               seed: int = 0) -> list[dict]:
+    """Contrast pairs made from the training records themselves (no LLM call), for the heads of ``specs``.
+
+    Each record (and each source's first reference, when the records carry references) yields
+    ``per_record`` pairs per aspect from :func:`csem.data.contrasts.make_pairs`, empty and whitespace
+    texts included. An aspect of ``specs`` that is one of the four perturbation families' aspects
+    (coherence, consistency, fluency, relevance) gets its own family's pairs; any other aspect (an
+    ``overall`` or ``quality`` rating) gets the pairs of all four families, since each perturbation makes
+    a text worse overall.
+
+    Returns:
+        Pair rows as :func:`contrast_training` reads them (``aspect`` set), possibly empty.
+    """
+    from csem.data.contrasts import ASPECTS, make_pairs, reference_records
+
+    recs = [r for r in records if isinstance(r.get("candidate"), str) and r["candidate"].strip()]
+    if any(r.get("reference") for r in recs):
+        recs = recs + [r for r in reference_records(recs) if str(r.get("id", "")).endswith("~ref0")]
+    names = [s.aspect for s in specs]
+    known = [a for a in names if a in ASPECTS]
+    rows = make_pairs(recs, aspects=known, per_record=per_record, seed=seed, include_empty=True) if known else []
+    other = [a for a in names if a not in ASPECTS]
+    if other:
+        generic = make_pairs(recs, aspects=list(ASPECTS), per_record=per_record, seed=seed, include_empty=True)
+        rows += [dict(p, aspect=a) for a in other for p in generic]
+    return rows

@@ -153,6 +153,10 @@ def train(
     if config.overlap_features:  # the lexical output term starts at a fit of the features alone
         module.init_overlap_heads(builder(recs))
     contrast_loader = None
+    if contrast is None and tc.contrast_per_record and preferences is None:
+        from csem.model.contrast import auto_pairs
+
+        contrast = auto_pairs(recs, config.labels, tc.contrast_per_record, seed=tc.seed) or None
     if contrast:
         contrast_loader = _contrast_loader(contrast, config, tc, builder)
         if tc.contrast_epochs:

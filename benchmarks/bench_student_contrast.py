@@ -1,0 +1,411 @@
+"""Contrast pretraining and the sanity suite of the student (issue 24), on SummEval's GPT-4 distillation.
+
+Same data, splits and baselines as ``bench_student_summeval.py`` (gpt-4-0314 ``rts`` ratings of
+SummEval; documents sorted by ``doc_id``, 0-49 train, 50-99 test; the system-disjoint split trains on 6
+systems and tests on the other 6, seeded as there). Every figure is summary-level (per document over its
+systems, averaged over documents and the four aspects) Spearman / Kendall tau-b with the expert means.
+
+Contrast pairs: :func:`csem.data.contrasts.make_pairs` over the TRAINING rows of the split (and each
+training document's first reference as a further candidate), never a test document; no LLM call.
+
+Stages (``--stages``, default all; each saves as it finishes, ``--resume`` keeps finished work):
+  cv       the recipe: grouped cross-validation on the training documents with SYSTEMS held out (3 folds of
+           4 systems, as ``syscv``), one seed, recipes: the old default (no contrast), contrast pretraining
+           only, pretraining + the pairs mixed into label training; chosen by held-out Spearman with the
+           GPT-4 labels (never the test documents)
+  final    the old default and the chosen contrast recipe on both splits, each over ``--seeds`` seeds
+           (mean, sd, min, max), beside the baselines (system prior, extractiveness, overlap features alone)
+  sanity   per test document, degenerate candidates scored beside the 16 real ones (empty, whitespace, one
+           token, a token x100, a real summary truncated mid-sentence, its words shuffled, another
+           document's summary; relevance also: the source copied whole): the share of documents where the
+           degenerate text scores below every real candidate, and below their median, per aspect; and the
+           aspect matrix: for each aspect's perturbation family, how often each head ranks the perturbed
+           text below the original
+  ties     within-document tied scores of the default student's test scores in bf16 vs fp32
+
+Out: ``benchmarks/results/student_contrast.{json,md}``; the rows, ``sanity`` and ``sanity_aspects`` are also
+merged into ``benchmarks/results/student_summeval.json`` (layout kept; the default's rows say ``(default)``).
+
+    nice -n 5 python benchmarks/bench_student_contrast.py [--stages cv,final,sanity,ties] [--resume] [--seeds 3]
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import time
+from pathlib import Path
+
+from harness import ASPECTS, RESULTS, aspect_rows, log, machine, markdown_table, now, parser, setup, \
+    summeval_llm_ratings, write_results
+
+import bench_student_summeval as S
+
+STAGES = ("cv", "final", "sanity", "ties")
+OLD = "old default (no contrast pretraining)"
+RECIPES = {
+    OLD: {"contrast_epochs": 0, "contrast_mix": 0.0, "pairs": 0},
+    "contrast pretraining (1 pair per record and aspect, 1 epoch)": {"contrast_epochs": 1, "contrast_mix": 0.0, "pairs": 1},
+    "contrast pretraining + mixed into label training (weight 0.5)": {"contrast_epochs": 1, "contrast_mix": 0.5, "pairs": 1},
+    "contrast mixed into label training only (weight 0.5, no pretraining)": {"contrast_epochs": 0, "contrast_mix": 0.5, "pairs": 1},
+}
+COLS = [f"judge.{a}" for a in ASPECTS]
+
+
+def contrast_pairs(train: list[dict], per_record: int, seed: int) -> list[dict]:
+    from csem.data.contrasts import make_pairs, reference_records
+
+    if not per_record:
+        return []
+    refs = [r for r in reference_records(train) if str(r["id"]).endswith("~ref0")]  # one reference per document
+    return make_pairs(train + refs, aspects=ASPECTS, per_record=per_record, seed=seed, include_empty=True)
+
+
+def fit(train: list[dict], recipe: str, seed: int, threads: int):
+    from csem.model import ModelConfig, TrainConfig, train as train_model
+
+    r = RECIPES[recipe]
+    pairs = contrast_pairs(train, r["pairs"], seed)
+    tc = TrainConfig(seed=seed, num_threads=threads, contrast_epochs=r["contrast_epochs"], contrast_mix=r["contrast_mix"])
+    t0 = time.perf_counter()
+    model = train_model(train, COLS, "ref-free", config=ModelConfig(name="s"), train_config=tc, label_range=(1, 5),
+                        contrast=pairs or None, judge="gpt-4-0314 (rts, Shen et al. 2023)")
+    return model, time.perf_counter() - t0, len(pairs)
+
+
+def score(model, recs: list[dict], precision: str = "fp32") -> list[dict]:
+    res = model.score(recs, precision=precision)
+    return [dict(r, **{f"metric.s.{a}": x.scores[a] for a in ASPECTS}) for r, x in zip(recs, res)]
+
+
+def stats(values: list[float]) -> dict:
+    return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "min": min(values), "max": max(values), "n": len(values)}
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.path = Path(args.out)
+        self.data = {"meta": {}, "cv": {}, "final": {}, "sanity": {}, "sanity_aspects": {}, "precision_ties": {}}
+        if args.resume and self.path.with_suffix(".json").exists():
+            self.data.update(json.loads(self.path.with_suffix(".json").read_text()))
+        self.data["meta"].update(run=now(), machine=machine(), threads=args.threads, seeds=args.seeds)
+
+    def save(self):
+        write_results(self.path, self.data, render(self.data))
+
+
+# --------------------------------------------------------------------------------------------- stages
+def stage_cv(b: Bench, train: list[dict]) -> None:
+    args = b.args
+    systems = sorted({r["system_id"] for r in train}, key=lambda s: int(s.lstrip("M")))
+    random.Random(args.seed).shuffle(systems)
+    folds = [sorted(systems[i::3]) for i in range(3)]
+    cv = b.data["cv"]
+    if cv.get("folds") != folds:
+        cv.clear()
+    cv["folds"] = folds
+    res = cv.setdefault("recipes", {})
+    for name in RECIPES:
+        if name in res and len(res[name]["per_fold"]) == len(folds):
+            continue
+        per = []
+        for held in folds:
+            tr = [r for r in train if r["system_id"] not in held]
+            dv = [dict(r) for r in train if r["system_id"] in held]
+            model, secs, n_pairs = fit(tr, name, args.seed, args.threads)
+            sc = score(model, dv)
+            per.append({"held": held, "label": aspect_rows(sc, lambda a: f"metric.s.{a}", human=lambda a: f"judge.{a}")["average"]["spearman"],
+                        "human": aspect_rows(sc, lambda a: f"metric.s.{a}")["average"]["spearman"],
+                        "train_s": secs, "pairs": n_pairs})
+            log(f"cv {name} held {held}: labels {per[-1]['label']:.3f} experts {per[-1]['human']:.3f} ({secs:.0f} s)")
+        res[name] = {"per_fold": per, "label": statistics.fmean(p["label"] for p in per),
+                     "human": statistics.fmean(p["human"] for p in per)}
+        b.save()
+    # baselines inside the same folds
+    base = {}
+    for held in folds:
+        tr = [r for r in train if r["system_id"] not in held]
+        dv = [dict(r) for r in train if r["system_id"] in held]
+        for n, row in S.lexical_baselines(tr, dv, human=lambda a: f"judge.{a}").items():
+            base.setdefault(n, []).append(row["average"]["spearman"])
+    cv["baselines"] = {n: statistics.fmean(v) for n, v in base.items()}
+    best = max(res, key=lambda n: res[n]["label"])
+    cv["chosen"] = best
+    log(f"cv chosen: {best}")
+    b.save()
+
+
+def chosen(b: Bench) -> str:
+    return b.data["cv"].get("chosen") or list(RECIPES)[2]
+
+
+def stage_final(b: Bench, train, test) -> None:
+    args = b.args
+    systems = sorted({r["system_id"] for r in train}, key=lambda s: int(s.lstrip("M")))
+    rng = random.Random(args.seed)
+    rng.shuffle(systems)
+    a_sys, b_sys = sorted(systems[:6]), sorted(systems[6:])
+    splits = {"standard": (train, test),
+              "disjoint": ([r for r in train if r["system_id"] in a_sys], [r for r in test if r["system_id"] in b_sys])}
+    fin = b.data["final"]
+    fin["disjoint_systems"] = {"train": a_sys, "test": b_sys}
+    seeds = [args.seed + 12 + k for k in range(args.seeds)]
+    for split, (tr, te) in splits.items():
+        rows = fin.setdefault(split, {})
+        if "baselines" not in rows:
+            te_p = [dict(r) for r in te]
+            S.system_prior(tr, te_p)
+            base = {S.TEACHER: S.row_of(te, "judge")}
+            if split == "standard":
+                base[S.PRIOR] = S.row_of(te_p, "metric.prior")
+            base.update(S.lexical_baselines(tr, te))
+            rows["baselines"] = base
+            b.save()
+        for name in (OLD, chosen(b)):
+            rec = rows.setdefault(name, {"seeds": {}})
+            for seed in seeds:
+                if str(seed) in rec["seeds"]:
+                    continue
+                model, secs, n_pairs = fit(tr, name, seed, args.threads)
+                sc = score(model, [dict(r) for r in te])
+                row = S.row_of(sc, "metric.s")
+                rec["seeds"][str(seed)] = {"row": row, "train_s": secs, "pairs": n_pairs}
+                log(f"{split} {name} seed {seed}: {row['average']['spearman']:.3f} ({secs:.0f} s, {n_pairs} pairs)")
+                if seed == seeds[0]:
+                    model.save(b.args.models / f"{split}-{slug(name)}")
+                b.save()
+            avg = [v["row"]["average"]["spearman"] for v in rec["seeds"].values()]
+            rec["spearman"] = stats(avg)
+            rec["kendall"] = stats([v["row"]["average"]["kendall"] for v in rec["seeds"].values()])
+            rec["per_aspect"] = {a: statistics.fmean(v["row"][a]["spearman"] for v in rec["seeds"].values())
+                                 for a in ASPECTS}
+            b.save()
+
+
+def slug(name: str) -> str:
+    return "old" if name == OLD else "contrast"
+
+
+CASES = ("empty", "whitespace", "one token", "token x100", "truncated mid-sentence", "words shuffled",
+         "another document's summary", "source copied (relevance only)")
+
+
+def degenerate(doc_recs: list[dict], other: dict, rng: random.Random) -> dict[str, str]:
+    real = rng.choice(doc_recs)["candidate"]
+    words = real.split()
+    cut = " ".join(words[: max(2, len(words) // 2)])
+    cut = cut.rstrip(".!?") if cut.endswith((".", "!", "?")) else cut
+    shuffled = words[:]
+    while len(shuffled) > 1 and shuffled == words:
+        rng.shuffle(shuffled)
+    return {"empty": "", "whitespace": "   \n ", "one token": words[0], "token x100": "the " * 100,
+            "truncated mid-sentence": cut, "words shuffled": " ".join(shuffled),
+            "another document's summary": other["candidate"], "source copied (relevance only)": doc_recs[0]["source"]}
+
+
+def sanity_for(model, test: list[dict], seed: int) -> dict:
+    """{case: {aspect: {"below_all": share, "below_median": share}}} over the test documents."""
+    rng = random.Random(seed)
+    docs = sorted({r["doc_id"] for r in test})
+    by_doc = {d: [r for r in test if r["doc_id"] == d] for d in docs}
+    recs, meta = [], []
+    for i, d in enumerate(docs):
+        other = rng.choice(by_doc[docs[(i + 1 + rng.randrange(len(docs) - 1)) % len(docs)]])
+        for case, text in degenerate(by_doc[d], other, rng).items():
+            recs.append({"id": f"{d}~{case}", "doc_id": d, "source": by_doc[d][0]["source"], "candidate": text})
+            meta.append((d, case))
+    real = {r["id"]: r for r in score(model, [dict(r) for r in test])}
+    deg = score(model, recs)
+    out: dict = {}
+    for (d, case), r in zip(meta, deg):
+        for a in ASPECTS:
+            if case.startswith("source copied") and a != "relevance":
+                continue
+            reals = [real[x["id"]][f"metric.s.{a}"] for x in by_doc[d]]
+            v = r[f"metric.s.{a}"]
+            cell = out.setdefault(case, {}).setdefault(a, {"below_all": 0, "below_median": 0, "n": 0})
+            cell["n"] += 1
+            cell["below_all"] += v < min(reals)
+            cell["below_median"] += v < statistics.median(reals)
+    for case in out.values():
+        for cell in case.values():
+            n = cell.pop("n")
+            cell["below_all"] /= n
+            cell["below_median"] /= n
+            cell["documents"] = n
+    return out
+
+
+def aspects_matrix(model, test: list[dict], seed: int, per_doc: int = 4) -> dict:
+    """{family aspect: {head: share of (original, perturbed) pairs the head orders correctly}}."""
+    from csem.data.contrasts import make_pairs
+
+    rng = random.Random(seed)
+    picked = []
+    for d in sorted({r["doc_id"] for r in test}):
+        recs = [r for r in test if r["doc_id"] == d]
+        picked += rng.sample(recs, min(per_doc, len(recs)))
+    out = {}
+    for fam in ASPECTS:
+        pairs = make_pairs(picked, aspects=[fam], per_record=1, seed=seed, degenerate_weight=0.0)
+        if not pairs:
+            continue
+        a = score(model, [{"id": f"a{i}", "source": p["source"], "candidate": p["candidate_a"]} for i, p in enumerate(pairs)])
+        w = score(model, [{"id": f"b{i}", "source": p["source"], "candidate": p["candidate_b"]} for i, p in enumerate(pairs)])
+        out[fam] = {h: sum(x[f"metric.s.{h}"] > y[f"metric.s.{h}"] for x, y in zip(a, w)) / len(pairs) for h in ASPECTS}
+        out[fam]["pairs"] = len(pairs)
+        out[fam]["perturbations"] = sorted({p["perturbation"] for p in pairs})
+    return out
+
+
+def stage_sanity(b: Bench, test) -> None:
+    from csem.model import EvaluationModel
+
+    args = b.args
+    for name in (OLD, chosen(b)):
+        path = args.models / f"standard-{slug(name)}"
+        if not path.exists():
+            log(f"sanity: {path} missing (run the final stage first)")
+            continue
+        model = EvaluationModel.load(path)
+        b.data["sanity"][name] = sanity_for(model, test, args.seed)
+        b.data["sanity_aspects"][name] = aspects_matrix(model, test, args.seed)
+        log(f"sanity {name}: " + ", ".join(f"{c} {statistics.fmean(v['below_all'] for v in cs.values()):.2f}"
+                                           for c, cs in b.data["sanity"][name].items()))
+        b.save()
+
+
+def stage_ties(b: Bench, test) -> None:
+    from csem.model import EvaluationModel
+
+    path = b.args.models / f"standard-{slug(chosen(b))}"
+    if not path.exists():
+        return
+    model = EvaluationModel.load(path)
+    out = {}
+    for prec in ("bf16", "fp32"):
+        sc = score(model, [dict(r) for r in test], precision=prec)
+        ties = pairs = 0
+        for d in sorted({r["doc_id"] for r in sc}):
+            rs = [r for r in sc if r["doc_id"] == d]
+            for a in ASPECTS:
+                vals = [r[f"metric.s.{a}"] for r in rs]
+                pairs += len(vals) * (len(vals) - 1) // 2
+                ties += sum(1 for i in range(len(vals)) for j in range(i) if vals[i] == vals[j])
+        out[prec] = {"tied_pairs": ties, "pairs": pairs, "share": ties / pairs,
+                     "average_spearman": S.row_of(sc, "metric.s")["average"]["spearman"]}
+    b.data["precision_ties"] = out
+    log(f"ties: {out}")
+    b.save()
+
+
+# --------------------------------------------------------------------------------------------- merge + render
+def merge(b: Bench) -> None:
+    """Copy the rows into student_summeval.json (its layout), the chosen recipe marked (default)."""
+    path = RESULTS / "student_summeval.json"
+    d = json.loads(path.read_text())
+    default = chosen(b)
+    for split, key in (("standard", None), ("disjoint", "disjoint")):
+        rows = b.data["final"].get(split, {})
+        target = d["correlations"] if key is None else d["disjoint"].setdefault("correlations", {})
+        for k in [k for k in target if "(default)" in k or "contrast" in k]:
+            del target[k]
+        for name in (OLD, default):
+            rec = rows.get(name)
+            if not rec or "spearman" not in rec:
+                continue
+            mark = " (default)" if name == default else ""
+            label = (f"student MiniLM csem train recipe, {name}{mark}, mean of {rec['spearman']['n']} seeds"
+                     + (", system-disjoint" if key else ""))
+            seeds = list(rec["seeds"].values())
+            row = {a: {m: statistics.fmean(s["row"][a][m] for s in seeds) for m in ("spearman", "kendall")}
+                   for a in [*ASPECTS, "average"]}
+            row["average"]["spearman_sd"] = rec["spearman"]["sd"]
+            target[label] = row
+    d["sanity"] = {case: {a: v["below_all"] for a, v in cells.items()}
+                   for case, cells in b.data["sanity"].get(default, {}).items()}
+    d["sanity_detail"] = b.data["sanity"]
+    d["sanity_aspects"] = b.data["sanity_aspects"].get(default, {})
+    d["precision_ties"] = b.data["precision_ties"]
+    S.write_results(path.with_suffix(""), d, S.render(d))
+
+
+def render(d: dict) -> list[str]:
+    from harness import fmt
+
+    lines = ["# Contrast pretraining and the sanity suite (SummEval, GPT-4 teacher)", "",
+             f"Run {d['meta'].get('run')} on {d['meta'].get('machine')}; {d['meta'].get('seeds')} seeds per final row.", ""]
+    cv = d.get("cv") or {}
+    if cv.get("recipes"):
+        lines += ["## Recipe choice: systems held out, training documents only (3 folds, one seed)", "",
+                  markdown_table([[n, fmt(r["label"]), fmt(r["human"]), fmt(statistics.fmean(p["train_s"] for p in r["per_fold"]), 0)]
+                                  for n, r in cv["recipes"].items()]
+                                 + [[n, fmt(v), "", ""] for n, v in (cv.get("baselines") or {}).items()],
+                                 ["recipe", "Spearman vs GPT-4 labels", "vs experts", "train s / fold"]), "",
+                  f"Chosen: **{cv.get('chosen')}**.", ""]
+    for split in ("standard", "disjoint"):
+        rows = (d.get("final") or {}).get(split)
+        if not rows:
+            continue
+        table = []
+        for n, row in (rows.get("baselines") or {}).items():
+            table.append([n, fmt(row["average"]["spearman"]), "", "", "", fmt(row["average"]["kendall"])])
+        for n, rec in rows.items():
+            if n == "baselines" or "spearman" not in rec:
+                continue
+            s = rec["spearman"]
+            table.append([f"student: {n}", fmt(s["mean"]), fmt(s["sd"]), fmt(s["min"]), fmt(s["max"]), fmt(rec["kendall"]["mean"])])
+        lines += [f"## {split} split: average summary-level correlation with the experts", "",
+                  markdown_table(table, ["metric", "Spearman (mean)", "sd", "min", "max", "Kendall"]), ""]
+    for name, san in (d.get("sanity") or {}).items():
+        lines += [f"## Sanity suite: {name}", "", "Share of test documents where the degenerate candidate scores below "
+                  "every real candidate (below the median in brackets).", "",
+                  markdown_table([[c] + [f"{fmt(cells[a]['below_all'], 2)} ({fmt(cells[a]['below_median'], 2)})" if a in cells else "–"
+                                         for a in ASPECTS] for c, cells in san.items()], ["case", *ASPECTS]), ""]
+        mat = (d.get("sanity_aspects") or {}).get(name) or {}
+        if mat:
+            lines += ["Perturbation family (rows) x head (columns): share of pairs where the head scores the "
+                      "perturbed text below the original.", "",
+                      markdown_table([[f, *[fmt(v[h], 2) for h in ASPECTS], str(v["pairs"])] for f, v in mat.items()],
+                                     ["family", *ASPECTS, "pairs"]), ""]
+    if d.get("precision_ties"):
+        lines += ["## Ties: bf16 vs fp32 scoring", "",
+                  markdown_table([[p, str(v["tied_pairs"]), str(v["pairs"]), fmt(v["share"], 4), fmt(v["average_spearman"])]
+                                  for p, v in d["precision_ties"].items()],
+                                 ["precision", "tied within-document pairs", "pairs", "share", "average Spearman"]), ""]
+    return lines
+
+
+def main() -> int:
+    ap = parser(__doc__, out="student_contrast")
+    ap.add_argument("--stages", default=",".join(STAGES))
+    ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--models", type=Path, default=S.CACHE / "contrast_models")
+    args = ap.parse_args()
+    setup(args)
+    args.models.mkdir(parents=True, exist_ok=True)
+    recs = summeval_llm_ratings(args.data_dir, judge="gpt-4-0314", method="rts")
+    train, test = S.split_docs(recs, 0, 50), S.split_docs(recs, 50, 100)
+    b = Bench(args)
+    for stage in [s.strip() for s in args.stages.split(",") if s.strip()]:
+        log(f"stage {stage}")
+        if stage == "cv":
+            stage_cv(b, train)
+        elif stage == "final":
+            stage_final(b, train, test)
+        elif stage == "sanity":
+            stage_sanity(b, test)
+        elif stage == "ties":
+            stage_ties(b, test)
+        else:
+            raise SystemExit(f"unknown stage {stage}")
+    merge(b)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
