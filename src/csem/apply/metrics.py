@@ -47,46 +47,66 @@ class Metric(Protocol):
 
 
 class StudentMetric:
-    """A trained evaluation model (:class:`csem.model.EvaluationModel`), loaded once.
+    """A trained evaluation model (:class:`csem.model.EvaluationModel`), loaded once, scored through
+    the student's one scoring path (:mod:`csem.model.scoring`).
 
     Args:
         model: the model folder or a loaded :class:`EvaluationModel`.
-        aspects: heads to keep (default: all), e.g. ``["coherence"]``.
+        aspects: output aspects to keep (default: :attr:`EvaluationModel.default_aspects`: each
+            ensemble aspect of a multi-judge student, every other head), e.g. ``["coherence"]`` or
+            a single judge's head ``["coherence@gpt-4"]``.
         batch_size, precision: passed to :meth:`EvaluationModel.score`.
         name: metric name in the columns (default: the model's ``config.name``).
+        degenerate: ``floor`` (an empty, whitespace or NUL-containing candidate scores each
+            scale's minimum) | ``error`` (raises :class:`csem.model.scoring.DegenerateTextError`).
+
+    Attributes:
+        scales: column -> its scale ``(min, max)`` (the label range in the metric card; ``(0, 1)``
+            for an ensemble aspect). fingerprint: sha256 of the model's config and weights
+            (:func:`csem.model.scoring.model_fingerprint`), computed on first use.
 
     Raises:
         csem.model.ModelFolderError: the folder is not a model folder.
-        ValueError: an aspect the model has no head for.
+        ValueError: an aspect the model does not score.
     """
 
     def __init__(self, model: Any, aspects: Sequence[str] | None = None, *, batch_size: int = 64,
-                 precision: str = "auto", name: str | None = None):
+                 precision: str = "auto", name: str | None = None, degenerate: str = "floor"):
+        from csem.data.columns import metric_column
         from csem.model import EvaluationModel
+        from csem.model.features import NEEDS_REFERENCE, NEEDS_SOURCE
+        from csem.model.scoring import DEGENERATE_MODES, check_aspects
 
         self.model = model if isinstance(model, EvaluationModel) else EvaluationModel.load(model)
-        unknown = [a for a in (aspects or []) if a not in self.model.aspects]
-        if unknown:
-            raise ValueError(f"model {model}: no head for aspect(s) {unknown}; it has {self.model.aspects}")
-        self.aspects = list(aspects) if aspects else list(self.model.aspects)
+        self.aspects = check_aspects(self.model, aspects, where=f"model {model}")
+        if degenerate not in DEGENERATE_MODES:
+            raise ValueError(f"unknown degenerate-text handling '{degenerate}'; choose from {DEGENERATE_MODES}")
         self.metric_name = name or self.model.config.name
         self.name = str(model) if not isinstance(model, EvaluationModel) else self.metric_name
-        self.columns = [f"metric.{self.metric_name}.{a}" for a in self.aspects]
+        self.columns = [metric_column(self.metric_name, a) for a in self.aspects]
+        scales = self.model.output_aspects
+        self.scales = {c: scales[a] for c, a in zip(self.columns, self.aspects)}
         self.mode = self.model.config.mode
-        self.needs_reference = self.mode in ("ref-based", "fluency-ref")
-        self.batch_size, self.precision = batch_size, precision
+        self.needs_reference = bool(NEEDS_REFERENCE[self.mode])
+        self.needs_source = bool(NEEDS_SOURCE[self.mode])
+        self.batch_size, self.precision, self.degenerate = batch_size, precision, degenerate
         self._lock = threading.Lock()  # one model, several threads (the server): one call at a time
 
+    @property
+    def fingerprint(self) -> str:
+        from csem.model.scoring import model_fingerprint
+
+        return model_fingerprint(self.model)
+
     def score(self, records: Sequence[Mapping[str, Any]]) -> Scores:
+        """``{column: one float per record}`` (input order); see :class:`StudentMetric` for degenerate
+        candidates. Raises ValueError for a missing/empty source or reference the mode needs."""
         if not records:
             return {c: [] for c in self.columns}
-        recs = [dict(r, id=str(r.get("id", i))) for i, r in enumerate(records)]
-        if len({r["id"] for r in recs}) != len(recs):  # keyed results need unique ids
-            recs = [dict(r, id=str(i)) for i, r in enumerate(recs)]
         with self._lock:
-            results = self.model.score(recs, batch_size=self.batch_size, precision=self.precision)
-        by_id = {res.id: res for res in results}
-        return {col: [by_id[r["id"]].scores[a] for r in recs] for col, a in zip(self.columns, self.aspects)}
+            return self.model.score_columns(records, aspects=self.aspects, name=self.metric_name,
+                                            batch_size=self.batch_size, precision=self.precision,
+                                            degenerate=self.degenerate)
 
 
 class JudgeMetric:
@@ -105,7 +125,7 @@ class JudgeMetric:
 
         self.judge, self.rubric_ids = judge, list(rubrics)
         self.rubrics = load_rubrics(",".join(self.rubric_ids))
-        self.columns = [f"judge.{c}" for c in rubric_columns(self.rubrics).values()]
+        self.columns = [str(c) for c in rubric_columns(self.rubrics).values()]
         self.name = f"judge:{'+'.join(self.rubric_ids)}@{judge}"
         self.needs_reference = any(getattr(r, "uses_reference", False) for r in self.rubrics)
         self.cache, self.options = cache, {"progress": False, **options}

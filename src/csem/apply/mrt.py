@@ -343,6 +343,32 @@ class _Null:
         pass
 
 
+def reward_identity(reward: Any) -> str:
+    """What the reward cache is keyed by: a metric's content, never its name or path.
+
+    A student (:class:`csem.apply.metrics.StudentMetric`): ``student:<sha256 of its config and
+    weights>`` plus its columns (:func:`csem.model.scoring.model_fingerprint`), so a retrained student
+    in the same folder never reuses an earlier one's rewards. A judge: its backend URI, the sha256 of
+    its rubrics' JSON and its options. A baseline: its name (its code is the package's). A plain
+    function: its ``csem_identity`` attribute when it has one, else its qualified name (pass a
+    metric for content keying).
+    """
+    import hashlib
+
+    if getattr(reward, "fingerprint", None):
+        return json.dumps(["student", reward.fingerprint, list(getattr(reward, "columns", []))])
+    rubrics = getattr(reward, "rubrics", None)
+    if rubrics is not None:
+        body = json.dumps([r.model_dump(mode="json") if hasattr(r, "model_dump") else repr(r) for r in rubrics],
+                          sort_keys=True, default=str)
+        return json.dumps(["judge", getattr(reward, "judge", None), hashlib.sha256(body.encode()).hexdigest(),
+                           getattr(reward, "options", None)], sort_keys=True, default=str)
+    if hasattr(reward, "columns"):
+        return json.dumps(["metric", getattr(reward, "name", None), list(reward.columns)])
+    return str(getattr(reward, "csem_identity", None) or getattr(reward, "__qualname__", None)
+               or getattr(reward, "__name__", None) or type(reward).__qualname__)
+
+
 def metric_reward(metric: Any, weights: Mapping[str, float] | None = None) -> Callable[[list[dict]], list[float | None]]:
     """A reward function over records from a loaded :class:`csem.apply.metrics.Metric`: the weighted
     sum of its columns (default: their mean); None when a weighted column is missing.
@@ -356,6 +382,9 @@ def metric_reward(metric: Any, weights: Mapping[str, float] | None = None) -> Ca
         if unknown:
             raise ValueError(f"reward weights name {unknown}; the metric writes {cols}")
         w = {c: float(weights.get(c, 0.0)) for c in cols}
+        from csem.apply.reranking import check_finite
+
+        check_finite(list(w.values()), list(w), "reward weights")
     else:
         w = {c: 1.0 / len(cols) for c in cols}
 
@@ -721,8 +750,7 @@ def train_mrt(generator: str | tuple[Any, Any], sources: Sequence[Mapping[str, A
         for p in (out / "train_log.csv", out / "rewards.jsonl" if not resume else out / "_none"):
             p.unlink(missing_ok=True)
         shutil.rmtree(out / "lightning", ignore_errors=True)
-    namespace = json.dumps([getattr(reward, "name", getattr(reward, "__name__", "reward")), cfg.weights,
-                            cfg.reward_scale], sort_keys=True)
+    namespace = json.dumps([reward_identity(reward), cfg.weights, cfg.reward_scale], sort_keys=True)
     cache = RewardCache(fn, out / "rewards.jsonl", namespace)
     net, tok = load_generator(generator) if isinstance(generator, str) else generator
     if tok.pad_token_id is None:

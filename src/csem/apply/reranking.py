@@ -138,13 +138,33 @@ class RerankResult:
     no_choice: list[str] = field(default_factory=list)
 
 
+def check_finite(weights: Sequence[float], columns: Sequence[str], what: str = "weights") -> None:
+    """Every weight is a finite number (a NaN weight would make every total NaN and choose nothing,
+    an infinite one would make every total infinite).
+
+    Raises:
+        ValueError: names the column and the value.
+    """
+    bad = [(c, w) for c, w in zip(columns, weights) if not math.isfinite(float(w))]
+    if bad:
+        raise ValueError(f"{what}: " + ", ".join(f"'{c}' has weight {w}" for c, w in bad)
+                         + "; every weight must be a finite number")
+
+
 def parse_weights(weights: str | Sequence[float] | Mapping[str, float] | None, columns: Sequence[str]) -> np.ndarray:
     """Weights for ``columns``: None -> 1 each (Eq. 7 for one column; the plain sum for several);
     a list in column order; ``"w1,w2"``; or ``{column: weight}`` / ``"col=w,col=w"`` (others 0).
 
     Raises:
-        ValueError: wrong count, a non-number, or a column name that is not a feature.
+        ValueError: wrong count, a non-number, a NaN or infinite weight, or a column name that is
+        not a feature.
     """
+    w = _parse_weights(weights, columns)
+    check_finite(w.tolist(), columns)
+    return w
+
+
+def _parse_weights(weights: Any, columns: Sequence[str]) -> np.ndarray:
     if weights is None:
         return np.ones(len(columns))
     if isinstance(weights, str):

@@ -36,7 +36,9 @@ class TRLReward:
     Attributes:
         __name__: ``csem_<metric name>`` (TRL logs each reward function under its ``__name__``).
         metric: the loaded :class:`csem.apply.metrics.StudentMetric`.
-        weights: column -> weight of the aspect heads.
+        weights: column -> weight of the aspect heads (finite numbers).
+        floor: the reward of a degenerate completion: ``sum_k w_k * min_k`` over the columns'
+            scales (the lowest reward the scales allow when the weights are non-negative).
         calls, scored: how many calls and completions this function has served.
     """
 
@@ -44,6 +46,7 @@ class TRLReward:
                  weights: Sequence[float] | Mapping[str, float] | None = None, *, source_key: str = "source",
                  reference_key: str = "reference", batch_size: int = 64, precision: str = "auto"):
         from csem.apply.metrics import StudentMetric
+        from csem.apply.reranking import check_finite
 
         self.metric = StudentMetric(model, aspects, batch_size=batch_size, precision=precision)
         cols, aspects_kept = self.metric.columns, self.metric.aspects
@@ -53,12 +56,14 @@ class TRLReward:
             unknown = [a for a in weights if a not in aspects_kept and a not in cols]
             if unknown:
                 raise ValueError(f"weights for unknown aspect(s) {unknown}; the reward uses {aspects_kept}")
-            self.weights = {c: float(weights.get(a, weights.get(c, 0.0))) for c, a in zip(cols, aspects_kept)}
+            self.weights = {c: _number(weights.get(a, weights.get(c, 0.0))) for c, a in zip(cols, aspects_kept)}
         else:
-            w = [float(x) for x in weights]
+            w = [_number(x) for x in weights]
             if len(w) != len(cols):
                 raise ValueError(f"{len(w)} weight(s) for {len(cols)} aspect(s) {aspects_kept}")
             self.weights = dict(zip(cols, w))
+        check_finite(list(self.weights.values()), list(self.weights), "TRL reward weights")
+        self.floor = float(sum(w * self.metric.scales[c][0] for c, w in self.weights.items()))
         self.source_key, self.reference_key = source_key, reference_key
         self.__name__ = f"csem_{self.metric.metric_name}"
         self.calls = self.scored = 0
@@ -69,24 +74,42 @@ class TRLReward:
 
         The source is the dataset column ``source_key`` when TRL passes it, else the prompt text
         (last user turn); references come from ``reference_key`` (needed by a reference-based
-        student).
+        student). A completion that csem's readers would reject (empty, whitespace only, or holding
+        a NUL character) is never sent to the student: it gets :attr:`floor`, each aspect's scale
+        minimum weighted (the scoring path's ``degenerate="floor"``, :mod:`csem.model.scoring`).
+
+        Returns:
+            ``len(completions)`` finite floats.
 
         Raises:
-            ValueError: no completions; a reference-based student without references.
+            ValueError: no completions; prompts, sources or references whose count differs from the
+                completions'; no prompts and no source column for a student that reads the source
+                (mode ``ref-free``/``ref-based``); a reference-based student without references; an
+                empty or NUL-containing source or reference (names the record).
         """
         if completions is None:
             raise ValueError("TRL reward: no completions")
         n = len(completions)
+        for what, values in (("prompts", prompts), (self.source_key, kwargs.get(self.source_key)),
+                             (self.reference_key, kwargs.get(self.reference_key))):
+            if values is not None and len(values) != n:
+                raise ValueError(f"TRL reward: {len(values)} {what} for {n} completions; "
+                                 "give one per completion")
         sources = kwargs.get(self.source_key)
-        if sources is None:
-            sources = [_text(p) for p in (prompts or [""] * n)]
+        if sources is None and prompts is not None:
+            sources = [_text(p) for p in prompts]
+        if sources is None and self.metric.needs_source:
+            raise ValueError(f"TRL reward: the student {self.metric.name} (mode '{self.metric.mode}') reads the "
+                             f"source: pass prompts or a '{self.source_key}' column")
         refs = kwargs.get(self.reference_key)
         if self.metric.needs_reference and refs is None:
             raise ValueError(f"the student {self.metric.name} is reference-based: pass a "
                              f"'{self.reference_key}' column in the dataset")
         records = []
         for i, c in enumerate(completions):
-            rec = {"id": str(i), "source": str(sources[i]), "candidate": _text(c)}
+            rec = {"id": str(i), "candidate": _text(c)}
+            if sources is not None:
+                rec["source"] = sources[i] if isinstance(sources[i], str) else _text(sources[i])
             if refs is not None:
                 rec["reference"] = refs[i]
             records.append(rec)
@@ -94,6 +117,13 @@ class TRLReward:
         self.calls += 1
         self.scored += n
         return [float(sum(w * scores[c][i] for c, w in self.weights.items())) for i in range(n)]
+
+
+def _number(x: Any) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        raise ValueError(f"TRL reward weights must be numbers, got {x!r}") from None
 
 
 def trl_reward(model_dir: str | Path | Any, aspects: Sequence[str] | None = None,
@@ -113,7 +143,11 @@ def trl_reward(model_dir: str | Path | Any, aspects: Sequence[str] | None = None
         reward = trl_reward("my-metric", aspects=["coherence", "relevance"], weights=[0.5, 0.5])
         GRPOTrainer(model=..., reward_funcs=reward, train_dataset=ds, args=GRPOConfig(...)).train()
 
+    A degenerate completion (empty, whitespace, NUL) gets the weighted scale minima (``floor``),
+    never a score of the student; see :meth:`TRLReward.__call__`.
+
     Raises:
-        csem.model.ModelFolderError: not a model folder. ValueError: unknown aspect, wrong weights.
+        csem.model.ModelFolderError: not a model folder. ValueError: unknown aspect, wrong count of
+        weights, a weight that is not a finite number.
     """
     return TRLReward(model_dir, aspects, weights, **options)

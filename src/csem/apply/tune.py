@@ -293,13 +293,28 @@ def load_weights_file(path: str | Path) -> tuple[dict[str, float], str | None]:
     ``({column: weight}, normalize or None)``.
 
     Raises:
-        ValueError: not such a file (no ``columns``/``weights``, or not JSON).
+        FileNotFoundError: no such file.
+        ValueError: not such a file (no ``columns``/``weights``, or not JSON), a different number of
+            columns and weights, a weight that is not a finite number (NaN, null, infinite).
     """
+    from csem.apply.reranking import check_finite
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such weights file")
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        return dict(zip(data["columns"], data["weights"])), data.get("normalize")
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        columns, weights = list(data["columns"]), list(data["weights"])
+    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: not a weights file written by `csem tune-weights` ({exc})") from exc
+    if len(columns) != len(weights):
+        raise ValueError(f"{path}: {len(weights)} weight(s) for {len(columns)} column(s) {columns}")
+    try:
+        values = [float(w) for w in weights]
+    except (TypeError, ValueError):
+        raise ValueError(f"{path}: weights must be numbers, got {weights}") from None
+    check_finite(values, columns, f"{path}")
+    return dict(zip(columns, values)), data.get("normalize")
 
 
 def objective_gains(records: Sequence[dict], objective: str, *, judge_cache=None) -> tuple[list[dict], str]:

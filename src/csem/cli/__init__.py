@@ -82,6 +82,20 @@ class _ErrorMappingGroup(TyperGroup):
             raise fail(error_message(exc), code) from None
 
 
+def _help_width() -> None:
+    """Help is rendered at least 100 columns wide (or ``$TERMINAL_WIDTH``): rich's tables cut long
+    option names (``--source-max-len…``) to fit 80 columns; at 100 none of csem's is cut."""
+    import shutil
+
+    from typer import rich_utils
+
+    if rich_utils.MAX_WIDTH is None:
+        rich_utils.MAX_WIDTH = max(HELP_MIN_WIDTH, shutil.get_terminal_size((HELP_MIN_WIDTH, 24)).columns)
+
+
+HELP_MIN_WIDTH = 100
+_help_width()
+
 app = typer.Typer(cls=_ErrorMappingGroup, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="csem: LLM judges (G-Eval) and learned evaluation metrics distilled from them (CSEM).")
 

@@ -24,12 +24,34 @@ def _read(path: Path, col: Optional[List[str]]) -> list[dict]:
 
 
 def _weights_arg(weights: Optional[str]):
-    """``--weights``: numbers, ``col=w`` pairs, or the JSON file written by ``csem tune-weights``."""
-    if weights and Path(weights).is_file():
+    """``--weights``: numbers, ``col=w`` pairs, or the JSON file written by ``csem tune-weights``;
+    ``(weights, normalize of the file or None, the file or None)``.
+
+    Raises:
+        FileNotFoundError: a ``.json`` path that does not exist. ValueError: a bad file (see
+        :func:`csem.apply.tune.load_weights_file`).
+    """
+    if weights and (Path(weights).is_file() or weights.strip().lower().endswith(".json")):
         from csem.apply.tune import load_weights_file
 
-        return load_weights_file(weights)
-    return weights, None
+        w, norm = load_weights_file(weights)
+        return w, norm, Path(weights)
+    return weights, None, None
+
+
+def check_file_columns(wfile: Optional[Path], weights, columns: list[str]) -> None:
+    """A weights file must weight exactly the score columns being reranked: a column it does not
+    weigh would silently get weight 0.
+
+    Raises:
+        ValueError: names the columns without a weight.
+    """
+    if wfile is None:
+        return
+    missing = [c for c in columns if c not in weights]
+    if missing:
+        raise ValueError(f"{wfile}: no weight for score column(s) {missing}; the file weighs {list(weights)} "
+                         "(tune the weights for these metrics with `csem tune-weights`)")
 
 
 def _default_scores_path(out: Path) -> Path:
@@ -62,9 +84,15 @@ def rerank(
     scores_path = scores or _default_scores_path(out)
     check_output_path(out)  # before any work
     check_output_path(scores_path)
-    w, norm_file = _weights_arg(weights)
+    w, norm_file, wfile = _weights_arg(weights)
+    if wfile is None and w is not None:
+        from csem.apply.reranking import parse_weights
+
+        parts = [p.strip() for p in w.split(",") if p.strip()]  # NaN, inf, non-numbers: before any work
+        parse_weights(w, [p.split("=", 1)[0].strip() if "=" in p else f"weight {i + 1}" for i, p in enumerate(parts)])
     records = _read(data, col)
     rows, columns = score_specs(records, metric, judge_cache=judge_cache)
+    check_file_columns(wfile, w, columns)
     res = rerank_scored(rows, columns, w, normalize or norm_file or "none")
     write_records(res.chosen, out)
     write_records(res.scored, scores_path)

@@ -1,4 +1,5 @@
-"""``csem score``: score a file with a trained evaluation model (adds ``metric.<name>.<aspect>`` columns)."""
+"""``csem score``: score a file with a trained evaluation model (adds ``metric.<name>.<aspect>`` columns)
+through the student's one scoring path (:mod:`csem.model.scoring`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from csem.cli import app, col_option, column_map, fail
+from csem.cli import PRECISION_HELP, app, col_option, column_map, fail
 
 
 @app.command()
@@ -18,16 +19,23 @@ def score(
     name: Optional[str] = typer.Option(None, help="metric name in the columns (default: the model's)"),
     batch_size: int = typer.Option(64, help="sequences per encoder call"),
     mc_dropout: int = typer.Option(0, help="MC-dropout samples of the heads (adds .std columns)"),
-    precision: str = typer.Option("auto", help="auto | fp32 | bf16 | fp16 (as csem train; bf16-mixed, 32-true "
-                                  "and 16-mixed are accepted too)"),
+    precision: str = typer.Option("auto", help=PRECISION_HELP),
     threads: Optional[int] = typer.Option(None, help="torch CPU threads"),
     col: Optional[List[str]] = col_option(),
 ) -> None:
-    """Score (source, candidate, reference) records with a learned metric; scores on the label scale."""
+    """Score (source, candidate, reference) records with a learned metric.
+
+    Each head's score is on its label scale as a target (e.g. 1-5) but is not clipped: an
+    unusual text can score outside it. A multi-judge student (--combine heads) also gets each
+    aspect's ensemble column on [0, 1]. An empty, whitespace-only or NUL-containing candidate is
+    refused when the file is read.
+    """
     import torch
 
+    from csem.data.columns import is_score_column
     from csem.data.records import check_output_path, read_records, write_records
     from csem.model import EvaluationModel
+    from csem.model.scoring import add_columns
     from csem.model.features import NEEDS_REFERENCE, NEEDS_SOURCE
 
     if threads:
@@ -40,7 +48,7 @@ def score(
     records = read_records(data, columns=column_map(col), required=need)
     if not records:
         raise fail(f"{data}: no rows to score")
-    rows = m.score_records(records, name=name, batch_size=batch_size, mc_dropout=mc_dropout, precision=precision)
+    scores = m.score_columns(records, name=name, batch_size=batch_size, mc_dropout=mc_dropout, precision=precision)
+    rows = add_columns(records, scores)
     write_records(rows, out)
-    cols = ", ".join(f"metric.{name or m.config.name}.{a}" for a in m.aspects)
-    typer.echo(f"wrote {out}: {len(rows)} records scored ({cols})")
+    typer.echo(f"wrote {out}: {len(rows)} records scored ({', '.join(c for c in scores if is_score_column(c))})")

@@ -119,6 +119,20 @@ def format_column(kind: str, aspect: str | None = None, *, name: str | None = No
     return out
 
 
+def metric_column(name: str, aspect: str | None = None, *, side: str | None = None) -> str:
+    """The column of a learned metric's aspect; an aspect that carries a judge tag (a head of a
+    multi-judge student, ``coherence@gpt-4``) keeps it as the column's tag.
+
+    ``metric_column("csem", "coherence")`` -> ``metric.csem.coherence``;
+    ``metric_column("csem", "coherence@gpt-4", side="std")`` -> ``metric.csem.coherence@gpt-4.std``.
+
+    Raises:
+        ValueError: as :func:`format_column`.
+    """
+    base, at, tag = (aspect or "").partition("@")
+    return format_column("metric", base or None, name=name, tag=tag if at else None, side=side)
+
+
 def parse_column(column: str) -> Column | None:
     """Parse a column name; None when it is not a score column or side field (``source``, ``id``,
     ``judge_name``, ``human.`` with nothing after the dot, ...).

@@ -136,8 +136,8 @@ class HFEncoder(Encoder):
             raise ValueError(f"unknown pooling '{pooling}'; choose cls, mean or layerwise-mix")
         path = resolve_encoder(name_or_path)
         self.pooling = pooling
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
-        cfg = AutoConfig.from_pretrained(path)
+        self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
+        cfg = AutoConfig.from_pretrained(path, trust_remote_code=False)
         # the pooler of BERT-likes is unused here: leave it out where the architecture allows
         kw = {"add_pooling_layer": False} if cfg.model_type in _WITH_POOLER else {}
         # fp32 master weights whatever dtype the checkpoint was saved in: transformers >= 5 loads a
@@ -158,7 +158,8 @@ class HFEncoder(Encoder):
         hf_logging.set_verbosity_error()  # the unused pooler's weights would be reported as "unexpected"
         hf_logging.disable_progress_bar()  # no "Loading weights" bar among csem's own progress bars
         try:
-            self.model = AutoModel.from_pretrained(path, **kw) if load_weights else AutoModel.from_config(cfg, **kw)
+            self.model = (AutoModel.from_pretrained(path, trust_remote_code=False, **kw) if load_weights
+                          else AutoModel.from_config(cfg, trust_remote_code=False, **kw))
         finally:
             hf_logging.set_verbosity(level)
             if bar:

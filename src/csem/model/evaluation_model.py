@@ -23,7 +23,7 @@ import torch
 
 from csem.model.card import write_card
 from csem.model.config import ModelConfig
-from csem.model.inference import ScoreResult, predict
+from csem.model.inference import ScoreResult
 
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"
@@ -104,35 +104,51 @@ class EvaluationModel:
             write_card(folder, self.card)
         return folder
 
-    def score(self, records: Sequence[Mapping[str, Any]], batch_size: int = 64, mc_dropout: int = 0,
-              precision: str = "auto", share_encodings: bool = True) -> list[ScoreResult]:
-        """Score records: one :class:`ScoreResult` (id, aspect -> score on the label scale) per record.
+    @property
+    def output_aspects(self) -> dict[str, tuple[float, float]]:
+        """Every aspect this model scores -> its scale: the heads, then the card's ensemble aspects
+        (a multi-judge student with one head per judge); see :mod:`csem.model.scoring`."""
+        from csem.model.scoring import output_aspects
 
-        See :func:`csem.model.inference.predict` for the arguments and errors.
+        return output_aspects(self)
+
+    @property
+    def default_aspects(self) -> list[str]:
+        """The aspects a consumer (rerank, MRT, serve, the TRL reward) scores when it names none."""
+        from csem.model.scoring import default_aspects
+
+        return default_aspects(self)
+
+    def score(self, records: Sequence[Mapping[str, Any]], batch_size: int = 64, mc_dropout: int = 0,
+              precision: str = "auto", share_encodings: bool = True, *, aspects: Sequence[str] | None = None,
+              degenerate: str = "floor") -> list[ScoreResult]:
+        """Score records: one :class:`ScoreResult` (id, aspect -> score) per record, in input order,
+        for every output aspect (heads on their label scale, ensemble aspects on [0, 1]); an empty,
+        whitespace or NUL-containing candidate gets each scale's minimum (``degenerate="error"``:
+        :class:`csem.model.scoring.DegenerateTextError`).
+
+        The one scoring path: :func:`csem.model.scoring.score_results` (arguments and errors there).
         """
-        return predict(self.module, records, batch_size=batch_size, mc_dropout=mc_dropout,
-                       precision=precision, share_encodings=share_encodings)
+        from csem.model.scoring import score_results
+
+        return score_results(self, records, aspects=aspects, degenerate=degenerate, batch_size=batch_size,
+                             mc_dropout=mc_dropout, precision=precision, share_encodings=share_encodings)
+
+    def score_columns(self, records: Sequence[Mapping[str, Any]], *, aspects: Sequence[str] | None = None,
+                      name: str | None = None, **kwargs: Any) -> dict[str, list[float | None]]:
+        """``{metric.<name>.<aspect>: one score per record}`` (:func:`csem.model.scoring.score_columns`)."""
+        from csem.model.scoring import score_columns
+
+        return score_columns(self, records, aspects=aspects, name=name, **kwargs)
 
     def score_records(self, records: Sequence[Mapping[str, Any]], name: str | None = None,
                       **kwargs: Any) -> list[dict]:
-        """Copies of ``records`` with ``metric.<name>.<aspect>`` columns (and ``...<aspect>.std``
-        with MC dropout); ``name`` defaults to the model's ``config.name``. Other columns are kept."""
-        name = name or self.config.name
-        out = []
-        for rec, res in zip(records, self.score(records, **kwargs)):
-            row = dict(rec)
-            for a, v in res.scores.items():
-                row[f"metric.{name}.{a}"] = v
-                if res.std is not None:
-                    row[f"metric.{name}.{a}.std"] = res.std[a]
-            out.append(row)
-        ensembles = (self.card.get("labels") or {}).get("ensembles")
-        if ensembles:  # one head per judge (csem train --combine heads): the aspect's score is their mean
-            from csem.model.labels import ensemble_scores
+        """Copies of ``records`` with ``metric.<name>.<aspect>`` columns for every output aspect (and
+        ``...<aspect>.std`` with MC dropout); ``name`` defaults to the model's ``config.name``. Other
+        columns are kept. Keyword arguments: :meth:`score`'s."""
+        from csem.model.scoring import add_columns
 
-            scales = {s.aspect: (s.min, s.max) for s in self.config.labels}
-            out = ensemble_scores(out, ensembles, scales, f"metric.{name}")
-        return out
+        return add_columns(records, self.score_columns(records, name=name, **kwargs))
 
 
 def score(records: Sequence[Mapping[str, Any]], model: str | Path | EvaluationModel, **kwargs: Any) -> list[ScoreResult]:

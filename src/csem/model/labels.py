@@ -301,12 +301,21 @@ def ensemble_scores(records: Sequence[Mapping[str, Any]], ensembles: Mapping[str
     for r in records:
         row = dict(r)
         for aspect, heads in ensembles.items():
-            vs = []
-            for h in heads:
-                v = r.get(f"{prefix}.{h}")
-                if v is not None:
-                    lo, hi = scales[h]
-                    vs.append((float(v) - lo) / (hi - lo))
-            row[f"{prefix}.{aspect}"] = sum(vs) / len(vs) if vs else None
+            row[f"{prefix}.{aspect}"] = ensemble_value({h: r.get(f"{prefix}.{h}") for h in heads}, heads, scales)
         out.append(row)
     return out
+
+
+def ensemble_value(head_scores: Mapping[str, float | None], heads: Sequence[str],
+                   scales: Mapping[str, tuple[float, float]]) -> float | None:
+    """The separate-heads score of one aspect for one record: the mean over ``heads`` of
+    ``(score - min) / (max - min)`` (each head mapped to [0, 1] by its scale); heads without a score
+    (None or absent) are skipped; None when no head scored. Used by :func:`ensemble_scores` and the
+    student's scoring path (:mod:`csem.model.scoring`)."""
+    vs = []
+    for h in heads:
+        v = head_scores.get(h)
+        if v is not None:
+            lo, hi = scales[h]
+            vs.append((float(v) - lo) / (hi - lo))
+    return sum(vs) / len(vs) if vs else None

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from csem.collect.sampler import GeneratorSpec
 from csem.llm import GenerateConfig
@@ -265,6 +265,17 @@ class PipelineConfig(_Strict):
     rerank: RerankConfig | None = None  # rerank the N-best lists with the student after training
     mrt: MrtConfig | None = None  # fine-tune a generator with MRT + MLE, the student as the reward
     human_cols: list[str] = Field(default_factory=list)  # human.<aspect> columns in the sources, if any
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, v: str) -> str:
+        # the run folder is runs/<name>: one plain folder name, never a path out of runs/
+        import re
+
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", v or "") or ".." in v:
+            raise ValueError(f"'{v}' is not a plain folder name (letters, digits, '.', '_', '-'; no '/', '\\' "
+                             "or '..'; at most 100 characters): the run folder is runs/<name>")
+        return v
 
     @model_validator(mode="after")
     def _check(self) -> "PipelineConfig":

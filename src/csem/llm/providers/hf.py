@@ -26,16 +26,23 @@ class HFBackend:
         model: a local folder, a hub id, a ``.gguf`` file, or ``FOLDER::FILE.gguf`` to read a GGUF
             through transformers (dequantised to fp32 at load, converted once into the csem cache).
         device: ``cpu`` (default), ``cuda`` or ``auto``.
+        trust_remote_code: allow code fetched from the Hugging Face hub to run (default False).
+            Loading never runs a model folder's own code (``trust_remote_code=False`` is passed to
+            every ``from_pretrained``). Diverse beam search (``num_beam_groups > 1``) needs it: since
+            transformers 4.56 group beam search is a hub-hosted ``custom_generate`` recipe
+            (``transformers-community/group-beam-search``), so it runs only with this option set
+            (``--judge-opt trust_remote_code=true`` or the generator's options), with a warning, and
+            only with network access.
     """
 
     max_concurrency = 1
     default_concurrency = 1
     features = frozenset({"beam_search"})
 
-    def __init__(self, model: str, *, device: str = "cpu"):
+    def __init__(self, model: str, *, device: str = "cpu", trust_remote_code: bool = False):
         if not model:
             raise ValueError("hf backend needs a model: hf:FOLDER_OR_HUB_ID or hf:FILE.gguf")
-        self.model, self.device = model, device
+        self.model, self.device, self.trust_remote_code = model, device, bool(trust_remote_code)
         self.id = f"hf:{model}"
         self._lock = threading.Lock()
         self._load()
@@ -61,11 +68,11 @@ class HFBackend:
             converted = cache_dir() / "hf-from-gguf" / sha256_file(gguf_path)[:16]
             if (converted / ".complete").exists():
                 path, kwargs = str(converted), {}
-        self.tokenizer = AutoTokenizer.from_pretrained(path, **kwargs)
-        config = AutoConfig.from_pretrained(path, **kwargs)
+        self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False, **kwargs)
+        config = AutoConfig.from_pretrained(path, trust_remote_code=False, **kwargs)
         self.is_seq2seq = bool(getattr(config, "is_encoder_decoder", False))
         cls = AutoModelForSeq2SeqLM if self.is_seq2seq else AutoModelForCausalLM
-        self.net = cls.from_pretrained(path, dtype=torch.float32, **kwargs).eval()
+        self.net = cls.from_pretrained(path, dtype=torch.float32, trust_remote_code=False, **kwargs).eval()
         if converted is not None and kwargs:
             tmp = converted.with_name(converted.name + ".partial")
             # the weights are already dequantised to fp32: drop the GGUF marker so they can be saved
@@ -112,7 +119,16 @@ class HFBackend:
             cfg = GenerationConfig(do_sample=False, num_beams=max(config.num_beams, config.n), **common)
         else:
             # transformers >= 4.56 moved group (diverse) beam search to a hub-hosted
-            # ``custom_generate`` recipe: it needs network access and trust_remote_code.
+            # ``custom_generate`` recipe: it needs network access and trust_remote_code, so it is opt-in.
+            if not self.trust_remote_code:
+                raise ValueError(
+                    f"{self.id}: diverse beam search (num_beam_groups > 1) runs code fetched from the hub "
+                    "('transformers-community/group-beam-search', transformers >= 4.56); allow it explicitly with "
+                    "the backend option trust_remote_code=true, or use plain beam search (num_beam_groups 1)")
+            import warnings
+
+            warnings.warn(f"{self.id}: running hub code 'transformers-community/group-beam-search' for diverse "
+                          "beam search (trust_remote_code=True was set)", UserWarning, stacklevel=2)
             groups = config.num_beam_groups
             beams = max(config.num_beams, config.n, groups)
             beams += (-beams) % groups
