@@ -22,6 +22,13 @@ def score(
     precision: str = typer.Option("auto", help=PRECISION_HELP),
     threads: Optional[int] = typer.Option(None, help="torch CPU threads"),
     col: Optional[List[str]] = col_option(),
+    engine: str = typer.Option("local", help="local (this process) | ray (Ray Data: a pool of --workers actors; "
+                               "--data and --out are Parquet/JSONL, --out a folder of part files; pip install "
+                               "'csem[ray]'; RAY_ADDRESS names a cluster, else a local Ray is started)"),
+    workers: int = typer.Option(1, help="--engine ray: scoring actors (each loads the model once)"),
+    cpus_per_worker: float = typer.Option(1.0, help="--engine ray: CPUs per actor (and its torch threads)"),
+    gpus_per_worker: float = typer.Option(0.0, help="--engine ray: GPUs per actor"),
+    records_per_batch: int = typer.Option(1024, help="--engine ray: records per actor call"),
 ) -> None:
     """Score (source, candidate, reference) records with a learned metric.
 
@@ -38,6 +45,26 @@ def score(
     from csem.model.scoring import add_columns
     from csem.model.features import NEEDS_REFERENCE, NEEDS_SOURCE
 
+    if engine == "ray":  # the same scoring path on a Ray cluster (csem.engines.ray; docs/guides/scale.md)
+        from csem.engines.files import check_input, check_output_folder
+
+        check_output_folder(out)  # before any work, and before Ray is imported
+        check_input(data)
+        try:
+            from csem.engines.ray import score_files
+        except ImportError as exc:
+            raise fail(exc)
+        res = score_files(model, data, out, workers=workers, cpus_per_worker=cpus_per_worker,
+                          gpus_per_worker=gpus_per_worker, records_per_batch=records_per_batch, name=name,
+                          batch_size=batch_size, mc_dropout=mc_dropout, precision=precision, threads=threads,
+                          columns=column_map(col))
+        if not res["rows"]:
+            raise fail(f"{data}: no rows to score")
+        typer.echo(f"wrote {out}: {res['rows']} records scored ({', '.join(res['columns'])}) by {workers} Ray "
+                   f"worker(s), {res['format']} part files")
+        return
+    if engine != "local":
+        raise fail(f"unknown --engine '{engine}'; choose local or ray")
     if threads:
         torch.set_num_threads(threads)
     check_output_path(out)  # before any work

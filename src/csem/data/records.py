@@ -40,10 +40,13 @@ class RecordError(ValueError):
     """A row of an input file is malformed. ``str(err)`` names file, line and field."""
 
     def __init__(self, path: str | Path, line: int | None, field: str | None, message: str):
-        self.path, self.line, self.field = str(path), line, field
+        self.path, self.line, self.field, self.message = str(path), line, field, message
         where = f"{self.path}" + (f", line {line}" if line is not None else "")
         where += f", field '{field}'" if field else ""
         super().__init__(f"{where}: {message}")
+
+    def __reduce__(self):  # picklable (raised in a worker process: Ray, multiprocessing)
+        return (type(self), (self.path, self.line, self.field, self.message))
 
 
 def _format(path: Path, fmt: str | None) -> str:
