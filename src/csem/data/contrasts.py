@@ -820,7 +820,7 @@ def word_double(text: str, rng: random.Random, ctx: Context) -> Perturbed | None
 def word_swap(text: str, rng: random.Random, ctx: Context) -> Perturbed | None:
     """Fluency: 5-20% of the words swapped with their right neighbour (SEScore's swap, Xu et al. 2022).
 
-    Needs >= 4 words and two different neighbours. Severity ``0.2 + 4 * swapped words / words``.
+    Needs >= 4 words and two different neighbours. Severity ``0.2 + 4 * swapped pairs / words``.
     """
     spans = _word_spans(text)
     if len(spans) < 4:
@@ -841,7 +841,7 @@ def word_swap(text: str, rng: random.Random, ctx: Context) -> Perturbed | None:
         edits += [(a0, a1, text[b0:b1]), (b0, b1, text[a0:a1])]
     if not edits:
         return None
-    return Perturbed(_apply(text, edits), _token_severity(len(edits), len(spans)),
+    return Perturbed(_apply(text, edits), _token_severity(len(edits) // 2, len(spans)),
                      f"swapped {len(edits) // 2} word pairs of {len(spans)} words")
 
 
