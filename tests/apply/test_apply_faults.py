@@ -258,3 +258,17 @@ def test_score_and_precision_help_say_what_they_do():
     out = out.replace("│", "").replace("  ", " ")
     assert "not clipped" in " ".join(out.split())
     assert "auto picks" in " ".join(out.split()) and "CPU" in out
+
+
+def test_train_prints_its_timing_without_progress(nbest_train, tiny_encoder, tmp_path):
+    import re
+
+    data = write_records(nbest_train[:24], tmp_path / "train.jsonl")
+    res = CliRunner().invoke(app, ["train", "--data", str(data), "--label-col", "judge.quality", "--out",
+                                   str(tmp_path / "m"), "--encoder", str(tiny_encoder), "--epochs", "2",
+                                   "--frozen-epochs", "2", "--hidden-sizes", "8", "--max-length", "24",
+                                   "--label-range", "1,5", "--threads", "1"])
+    assert res.exit_code == 0, res.output
+    epochs = re.findall(r"^epoch (\d+): .* ([\d.]+) s, ", res.output, flags=re.M)
+    assert [e for e, _ in epochs] == ["0", "1"], res.output
+    assert re.search(r"trained in [\d.]+ s, [\d.]+ s per epoch", res.output), res.output

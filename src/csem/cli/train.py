@@ -10,6 +10,47 @@ import typer
 from csem.cli import app, col_option, column_map
 
 
+class _EpochTimes:
+    """Echo the student's per-epoch timing lines (logger ``csem.model``, INFO: ``epoch N: S steps so
+    far, T s, ...``) while ``csem train`` runs without ``--progress``, so a user sees time per epoch and
+    in total without Lightning's progress bar; ``seconds`` is the whole training's wall time."""
+
+    def __init__(self, enabled: bool):
+        import logging
+
+        self.enabled, self.seconds, self.epochs = enabled, 0.0, 0
+        self.logger = logging.getLogger("csem.model")
+        outer = self
+
+        class _Echo(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                msg = record.getMessage()
+                if msg.startswith("epoch ") and " s, " in msg:
+                    outer.epochs += 1
+                    typer.echo(msg)
+
+        self.handler = _Echo(logging.INFO)
+
+    def __enter__(self) -> "_EpochTimes":
+        import logging
+        import time
+
+        self.t0, self.level = time.perf_counter(), self.logger.level
+        if self.enabled:
+            self.logger.addHandler(self.handler)
+            if self.logger.getEffectiveLevel() > logging.INFO:
+                self.logger.setLevel(logging.INFO)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import time
+
+        self.seconds = time.perf_counter() - self.t0
+        if self.enabled:
+            self.logger.removeHandler(self.handler)
+            self.logger.setLevel(self.level)
+
+
 def _floats(text: str, what: str) -> tuple[float, float]:
     try:
         lo, hi = (float(x) for x in text.split(","))
@@ -128,10 +169,12 @@ def train(
     if train_layers is not None:
         tc = tc.model_copy(update={"train_layers": None if train_layers < 0 else train_layers})
     # the label pivot, normalisation, card entries and saving: csem.model.fit (as csem.train and csem run)
-    model = fit(records, label_col, mode=mode, out_dir=out, config=config, train_config=tc,
-                dev_records=dev_records, judge_col=judge_col, normalise=normalise, combine=combine, pairs=pairs,
-                label_range=ranges, provenance=prov, judge=judge, rubric=rubric, where=str(data),
-                dev_where=str(dev), log=typer.echo, contrast=contrast_rows)
+    timing = _EpochTimes(enabled=not progress)
+    with timing:
+        model = fit(records, label_col, mode=mode, out_dir=out, config=config, train_config=tc,
+                    dev_records=dev_records, judge_col=judge_col, normalise=normalise, combine=combine, pairs=pairs,
+                    label_range=ranges, provenance=prov, judge=judge, rubric=rubric, where=str(data),
+                    dev_where=str(dev), log=typer.echo, contrast=contrast_rows)
     if not is_global_zero():  # under DDP (--strategy ddp) the other ranks leave writing to rank 0
         return
     val = model.card.get("validation")
@@ -142,4 +185,6 @@ def train(
                                        if means.get(k) is not None)
     labels = model.card["training"].get("labels")  # "14 of 16 rows labelled; 2 without a label skipped"
     rows = labels["summary"] if labels else f"{model.card['training']['n_records']} training records"
-    typer.echo(f"wrote {out} (aspects {', '.join(model.aspects)}; {rows}{summary})")
+    per_epoch = f", {timing.seconds / timing.epochs:.1f} s per epoch" if timing.epochs else ""
+    typer.echo(f"wrote {out} (aspects {', '.join(model.aspects)}; {rows}{summary}); trained in "
+               f"{timing.seconds:.1f} s{per_epoch}")
