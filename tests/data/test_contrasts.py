@@ -473,3 +473,19 @@ def test_cli_pairs_train_a_student(tmp_path, tiny_encoder):
     assert f"{n} judged pairs of" in res.output
     card = json.loads((tmp_path / "m" / "metric_card.json").read_text())
     assert card["labels"]["preference_pairs"] == n
+
+
+def test_odd_texts_never_raise_nor_return_the_same_text():
+    import string
+
+    rng = random.Random(0)
+    odd = ["...", "!!! ???", "1 2 3 4 5 6 7", "東京は日本の首都です。大きい。", "Ça va? Oui. Très bien!", "a\n\n\nb\n\nc d e f g h.",
+           "\t", "x" * 3000, "\"Quote.\" 'Single.' (Paren.) [Bracket.]", "— – … •", "a. b. c. d. e. f.", "U.S. U.K. E.U.",
+           "ALL CAPS TEXT HERE. MORE CAPS NOW.", "Mr. Smith didn't go. He can't! Won't he? 2,000 people on Jan. 5, 2015."]
+    odd += ["".join(rng.choice(string.printable) for _ in range(rng.randint(0, 120))) for _ in range(40)]
+    for text in odd:
+        for source in ("", SOURCE, text):
+            ctx = C.Context(source=source, other=OTHER)
+            for name, fn in ALL.items():
+                res = fn(text, random.Random(1), ctx)
+                assert res is None or (res.text.split() != text.split() and 0 < res.severity <= 1), (name, text)
