@@ -15,7 +15,10 @@
   probabilities) reads one greedy answer: ``1`` for A, ``0`` for B; no A/B in the answer is
   missing with its raw text.
 * Every judgment is cached in SQLite (:class:`csem.judge.cache.JudgmentCache`) as it finishes, so a
-  killed run resumes; the number of judge calls is ``2 x pairs``.
+  killed run resumes; the number of judge calls is ``2 x pairs``. The calls run through the one
+  judging executor (:mod:`csem.judge.executor`, shared with rating: cache, probs -> parse fallback,
+  a refused API key stops the run, backend errors are missing and make the run partial) with
+  :class:`ComparisonTask`; concurrency is the model wrapper's.
 
 :func:`compare_records` returns one row per pair (the preference file ``csem train --pairs``
 reads): ``id`` (``<id_a>|<id_b>``), ``doc_id``, ``source``, ``reference``, ``id_a``, ``id_b``,
@@ -28,7 +31,6 @@ pairs it is in), for correlation with ratings or human scores.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import math
 import random
@@ -38,7 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from csem.judge.cache import JudgmentCache, judgment_key
+from csem.data.columns import Column
+from csem.judge.cache import JudgmentCache
+from csem.judge.executor import Job, execute, reason_kind
+from csem.judge.scoring import Judgment
 from csem.rubrics.pairwise import PairwiseRubric, load_pairwise_rubric
 
 STRATEGIES = ("all", "random", "balanced", "adjacent")
@@ -176,18 +181,6 @@ def parse_choice(text: str | None, choices: Sequence[str] = ("A", "B")) -> int |
     return None if m is None else list(choices).index(m.group(1))
 
 
-@dataclass
-class OrderJudgment:
-    """One order of one pair: ``p_first`` in [0, 1] (None when missing), ``mass``, ``raw``, ``missing``."""
-
-    p_first: float | None
-    mass: float | None = None
-    raw: str | None = None
-    missing: str | None = None
-    cached: bool = False
-    transient: bool = False
-
-
 async def choice_probabilities(model: Any, messages: Sequence[dict], choices: Sequence[str]) -> tuple[dict[str, float], str | None]:
     """``{choice: P(answer starts with it)}`` and the top token, from one forward pass.
 
@@ -216,6 +209,54 @@ async def choice_probabilities(model: Any, messages: Sequence[dict], choices: Se
     return {c: float(dist.probs.get(c, 0.0)) for c in choices}, dist.top
 
 
+class ComparisonTask:
+    """One order of a pair: the :class:`csem.judge.executor.JudgingTask` of :func:`acompare_records`.
+    A judgment's ``score`` is ``p_first`` in [0, 1] (``probs``: ``P(A) / (P(A) + P(B))``, ``mass =
+    P(A) + P(B)``; ``parse``: 1 for A, 0 for B); it falls back to ``parse``."""
+
+    fallback = "parse"
+
+    def __init__(self, rubric: PairwiseRubric):
+        self.rubric = rubric
+
+    def cache_mode(self, mode: str) -> str:
+        return f"compare-{mode}"
+
+    def params(self, mode: str, job: Job) -> dict:
+        from csem.llm import GenerateConfig
+
+        if mode == "probs":
+            return {"choices": list(self.rubric.choices)}
+        return GenerateConfig(n=1, max_tokens=8, temperature=0.0, top_k=0, top_p=1.0, seed=0).cache_params()
+
+    async def compute(self, model: Any, job: Job, mode: str) -> tuple[Judgment, dict | None]:
+        from csem.llm import GenerateConfig
+
+        choices = self.rubric.choices
+        t0 = time.perf_counter()
+        if mode == "probs":
+            probs, top = await choice_probabilities(model, job.messages, choices)
+            mass = sum(probs.values())
+            if mass <= 0:
+                return Judgment(None, f"no probability on {'/'.join(choices)}", top, mass, mode=mode,
+                                latency_s=time.perf_counter() - t0), probs
+            return Judgment(probs[choices[0]] / mass, None, top, mass, mode=mode,
+                            latency_s=time.perf_counter() - t0), probs
+        out = await model.generate(job.messages, GenerateConfig(**self.params(mode, job)))
+        text = out[0].text if out else ""
+        k = parse_choice(text, choices)
+        return Judgment(None if k is None else float(k == 0),
+                        None if k is not None else f"unparseable answer: no {'/'.join(choices)}", text, None,
+                        mode=mode, prompt_tokens=out[0].prompt_tokens if out else 0,
+                        completion_tokens=out[0].tokens if out else 0, latency_s=time.perf_counter() - t0), None
+
+    def from_cache(self, row: dict, mode: str) -> Judgment:
+        return Judgment(row["score"], row["missing"], row["raw"], row["mass"], mode=mode, cached=True)
+
+    def labels(self, job: Job) -> tuple[str, str]:
+        return f"{self.rubric.id}@{self.rubric.version}", self.rubric.aspect
+
+
 async def acompare_records(
     records: Iterable[Mapping[str, Any]],
     rubric: str | PairwiseRubric,
@@ -233,7 +274,7 @@ async def acompare_records(
     max_consecutive_failures: int = 3,
 ) -> tuple[list[dict], CompareSummary]:
     """Async core of :func:`compare_records` (same arguments and result)."""
-    from csem.llm import BackendError, GenerateConfig, LogprobsUnsupported, get_model
+    from csem.llm import get_model
 
     if mode not in COMPARE_MODES:
         raise ValueError(f"unknown comparison mode '{mode}'; choose from {', '.join(COMPARE_MODES)}")
@@ -242,94 +283,26 @@ async def acompare_records(
     rub = rubric if isinstance(rubric, PairwiseRubric) else load_pairwise_rubric(rubric)
     if pairs is None:
         pairs = select_pairs(recs, strategy, per_source=per_source, rating_col=rating_col, seed=seed)
-    jobs: list[tuple[int, int, list[dict]]] = []  # (first, second, messages), both orders of each pair
+    jobs: list[Job] = []  # both orders of each pair
     for i, j in pairs:
         for a, b in ((i, j), (j, i)):
             try:
-                jobs.append((a, b, rub.render(recs[a], recs[b])))
+                jobs.append(Job((a, b), rub.render(recs[a], recs[b])))
             except KeyError as exc:
                 raise ValueError(f"record {a + 1} (id {recs[a].get('id')!r}): {exc.args[0]}") from None
     model = get_model(judge, max_consecutive_failures=max_consecutive_failures, **dict(backend_options or {}))
     own = not isinstance(cache, JudgmentCache)
     store = cache if isinstance(cache, JudgmentCache) else JudgmentCache(cache)
-    summary = CompareSummary(pairs=len(pairs), calls=len(jobs))
-    state = {"mode": mode}
-    results: dict[tuple[int, int], OrderJudgment] = {}
-    sem = asyncio.Semaphore(max(1, int(getattr(model, "concurrency", 1))))
-    bar = None
-    if progress:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        bar = Progress(TextColumn("comparing"), BarColumn(), MofNCompleteColumn(), TextColumn("ETA"),
-                       TimeRemainingColumn(), console=Console(stderr=True))
-        task = bar.add_task("comparing", total=len(jobs))
-
-    def params(m: str) -> dict:
-        if m == "probs":
-            return {"choices": list(rub.choices)}
-        return GenerateConfig(n=1, max_tokens=8, temperature=0.0, top_k=0, top_p=1.0, seed=0).cache_params()
-
-    async def one(a: int, b: int, msgs: list[dict]) -> None:
-        async with sem:
-            j: OrderJudgment | None = None
-            for _ in range(2):  # a second pass only after a probs -> parse fallback
-                m = state["mode"]
-                key = judgment_key(model.id, msgs, f"compare-{m}", params(m))
-                row = store.get(key)
-                if row is not None:
-                    j = OrderJudgment(row["score"], row["mass"], row["raw"], row["missing"], cached=True)
-                    break
-                try:
-                    if m == "probs":
-                        probs, top = await choice_probabilities(model, msgs, rub.choices)
-                        mass = sum(probs.values())
-                        if mass <= 0:
-                            j = OrderJudgment(None, mass, top, f"no probability on {'/'.join(rub.choices)}")
-                        else:
-                            j = OrderJudgment(probs[rub.choices[0]] / mass, mass, top)
-                        pr = probs
-                    else:
-                        out = await model.generate(msgs, GenerateConfig(**params(m)))
-                        text = out[0].text if out else ""
-                        k = parse_choice(text, rub.choices)
-                        j = OrderJudgment(None if k is None else float(k == 0), None, text,
-                                          None if k is not None else f"unparseable answer: no {'/'.join(rub.choices)}")
-                        pr = None
-                except LogprobsUnsupported as exc:
-                    if state["mode"] == "probs":
-                        state["mode"] = "parse"
-                        summary.fallback = f"backend gives no token probabilities ({exc}); used mode 'parse'"
-                    continue
-                except BackendError as exc:  # any backend error: missing, not cached, counted as failed
-                    j = OrderJudgment(None, None, None, f"backend error: {exc}", transient=True)
-                    if str(exc) not in summary.errors and len(summary.errors) < 5:
-                        summary.errors.append(str(exc))
-                    break
-                store.put(key, backend=model.id, mode=f"compare-{m}", rubric=f"{rub.id}@{rub.version}",
-                          aspect=rub.aspect, score=j.p_first, missing=j.missing, raw=j.raw, mass=j.mass, probs=pr)
-                break
-            assert j is not None
-            results[(a, b)] = j
-            if j.cached:
-                summary.cached += 1
-            elif j.transient:
-                summary.failed += 1
-            else:
-                summary.judged += 1
-            if bar is not None:
-                bar.update(task, advance=1)
-
     try:
-        if bar is not None:
-            bar.start()
-        await asyncio.gather(*(one(a, b, m) for a, b, m in jobs))
+        results, tally = await execute(jobs, ComparisonTask(rub), model, store, mode=mode, progress=progress,
+                                       label="comparing")
     finally:
-        if bar is not None:
-            bar.stop()
         if own:
             store.close()
-    col = f"judge.{rub.aspect}"
+    summary = CompareSummary(pairs=len(pairs), calls=tally.total, judged=tally.judged, cached=tally.cached,
+                             failed=tally.failed, fallback=tally.fallback, errors=tally.errors)
+    col = Column("judge", rub.aspect)
+    missing, raw, mass = (str(col.with_side(s)) for s in ("missing", "raw", "mass"))
     rows = []
     firsts = []
     for i, j in pairs:
@@ -339,21 +312,21 @@ async def acompare_records(
                "reference": ra.get("reference"), "id_a": ra.get("id"), "id_b": rb.get("id"),
                "candidate_a": ra.get("candidate"), "candidate_b": rb.get("candidate"),
                "system_a": ra.get("system_id"), "system_b": rb.get("system_id"),
-               f"order_ab.{rub.aspect}": ab.p_first, f"order_ba.{rub.aspect}": ba.p_first}
-        firsts += [p for p in (ab.p_first, ba.p_first) if p is not None]
-        if ab.p_first is None or ba.p_first is None:
-            reason = ab.missing if ab.p_first is None else ba.missing
-            row[col] = None
-            row[col + ".missing"] = reason
-            kind = (reason or "unknown").split(":")[0]
+               f"order_ab.{rub.aspect}": ab.score, f"order_ba.{rub.aspect}": ba.score}
+        firsts += [p for p in (ab.score, ba.score) if p is not None]
+        if ab.score is None or ba.score is None:
+            reason = ab.missing if ab.score is None else ba.missing
+            row[str(col)] = None
+            row[missing] = reason
+            kind = reason_kind(reason)
             summary.missing[kind] = summary.missing.get(kind, 0) + 1
-            raws = [x.raw for x in (ab, ba) if x.p_first is None and x.raw]
+            raws = [x.raw for x in (ab, ba) if x.score is None and x.raw]
             if raws:
-                row[col + ".raw"] = raws[0]
+                row[raw] = raws[0]
         else:
-            row[col] = (ab.p_first + 1.0 - ba.p_first) / 2.0
+            row[str(col)] = (ab.score + 1.0 - ba.score) / 2.0
             if ab.mass is not None and ba.mass is not None:
-                row[col + ".mass"] = (ab.mass + ba.mass) / 2.0
+                row[mass] = (ab.mass + ba.mass) / 2.0
         rows.append(row)
     summary.position_bias = sum(firsts) / len(firsts) if firsts else None
     summary.seconds = time.perf_counter() - t0

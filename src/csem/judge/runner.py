@@ -4,11 +4,12 @@
 (rubric, source, reference) in order of first appearance, so an in-process backend evaluates a
 source's prompt prefix once; results are keyed by (record, column), so neither input order nor
 batch composition changes a score. Each judgment is written to the SQLite cache as soon as it
-finishes; a re-run judges only what is missing. Transient backend failures (server down, 5xx, 429,
-timeouts, deadline) are recorded as missing with their reason but never cached. Concurrency,
-retries, the deadline and giving up on a dead backend are the LLM wrapper's
-(:class:`csem.llm.Model`); the runner only switches the scoring mode when the backend has no token
-probabilities.
+finishes; a re-run judges only what is missing. Backend failures (server down, 5xx, 429, timeouts,
+deadline, a malformed reply) are recorded as missing with their reason but never cached. The cache,
+the probs fallback, stopping on a refused key and counting are the one judging executor's
+(:mod:`csem.judge.executor`, shared with comparison); concurrency, retries, the deadline and giving
+up on a dead backend are the LLM wrapper's (:class:`csem.llm.Model`). This module adds the rating
+task (:class:`RatingTask`) and the output columns (:mod:`csem.data.columns`).
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from csem.data.columns import Column
-from csem.judge.cache import JudgmentCache, judgment_key
+from csem.judge.cache import JudgmentCache
+from csem.judge.executor import Job, execute, reason_kind
 from csem.judge.scoring import MODES, Judgment, score_probs, score_sample, weighted_score
-from csem.llm import (NOT_ATTEMPTED, BackendAuthError, BackendError, BackendUnavailable, GenerateConfig,
-                      LogprobsUnsupported, Model, ModelAPI, gather_all, get_model, run_sync)
+from csem.llm import GenerateConfig, Model, ModelAPI, get_model, run_sync
 from csem.rubrics import Rubric, load_rubrics
 
 
@@ -74,20 +75,13 @@ class JudgeSummary:
         return s
 
 
-@dataclass
-class _Job:
-    index: int
-    rubric: Rubric
-    aspect: str
-    column: str
-    messages: list[dict]
-
-
-def rubric_columns(rubrics: Sequence[Rubric]) -> dict[tuple[str, str], str]:
-    """Column name (without ``judge.``) of each (rubric id, aspect): the aspect, or
-    ``<aspect>@<rubric id>`` when two requested rubrics share an aspect name."""
+def rubric_columns(rubrics: Sequence[Rubric]) -> dict[tuple[str, str], Column]:
+    """The score column of each (rubric id, aspect): ``judge.<aspect>``, or
+    ``judge.<aspect>@<rubric id>`` when two requested rubrics share an aspect name
+    (:class:`csem.data.columns.Column`; ``str()`` gives the name, ``.with_side("missing")`` its
+    side fields)."""
     counts = Counter(a for r in rubrics for a in r.aspect_names)
-    return {(r.id, a): (a if counts[a] == 1 else f"{a}@{r.id}") for r in rubrics for a in r.aspect_names}
+    return {(r.id, a): Column("judge", a, tag=None if counts[a] == 1 else r.id) for r in rubrics for a in r.aspect_names}
 
 
 def _group_order(records: Sequence[Mapping[str, Any]], rubrics: Sequence[Rubric]) -> list[tuple[int, Rubric, str]]:
@@ -104,16 +98,51 @@ def _group_order(records: Sequence[Mapping[str, Any]], rubrics: Sequence[Rubric]
     return order
 
 
-def _progress(enabled: bool):
-    if not enabled:
-        return None
-    from rich.console import Console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                               TimeRemainingColumn)
+class RatingTask:
+    """Rating on a rubric's scale (G-Eval): the :class:`csem.judge.executor.JudgingTask` of
+    :func:`ajudge_records`. A job's ``spec`` is ``(rubric, aspect)``."""
 
-    return Progress(TextColumn("judging"), BarColumn(), MofNCompleteColumn(), TextColumn("elapsed"),
-                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[note]}"),
-                    console=Console(stderr=True), transient=False)
+    def __init__(self, *, n: int, temperature: float, max_tokens: int, top_p: float, top_k: int, seed: int,
+                 min_mass: float, fallback: str, structured: bool):
+        self.n, self.temperature, self.max_tokens, self.top_p, self.top_k, self.seed = (
+            n, temperature, max_tokens, top_p, top_k, seed)
+        self.min_mass, self.fallback, self.structured = min_mass, fallback, structured
+
+    def cache_mode(self, mode: str) -> str:
+        return mode
+
+    def params(self, mode: str, job: Job) -> dict:
+        rubric = job.spec[0]
+        if mode == "probs":
+            return {"scores": rubric.scale.values}
+        # a JSON rubric asks a backend that can constrain its answers for structured output
+        fmt = rubric.answer_schema() if self.structured else None
+        if mode == "sample":
+            return GenerateConfig(n=self.n, max_tokens=self.max_tokens, temperature=self.temperature, top_k=self.top_k,
+                                  top_p=self.top_p, seed=self.seed, response_format=fmt).cache_params()
+        return GenerateConfig(n=1, max_tokens=self.max_tokens, temperature=0.0, top_k=0, top_p=1.0, seed=0,
+                              response_format=fmt).cache_params()
+
+    async def compute(self, model: Model, job: Job, mode: str) -> tuple[Judgment, dict | None]:
+        rubric, aspect = job.spec
+        if mode == "probs":
+            j = await score_probs(model, job.messages, rubric.scale.values, min_mass=self.min_mass)
+            return j, j.probs
+        cfg = GenerateConfig(**self.params(mode, job))
+        return await score_sample(model, job.messages, (rubric.scale.min, rubric.scale.max), cfg, aspect=aspect), None
+
+    def from_cache(self, row: dict, mode: str) -> Judgment:
+        probs = {int(k): float(v) for k, v in row["probs"].items()} if row.get("probs") else None
+        score, missing = row["score"], row["missing"]
+        if mode == "probs" and probs is not None:
+            score, _, missing = weighted_score(probs, min_mass=self.min_mass)
+        return Judgment(score=score, missing=missing, raw=row["raw"], mass=row["mass"], probs=probs, mode=mode,
+                        prompt_tokens=row["prompt_tokens"] or 0, completion_tokens=row["completion_tokens"] or 0,
+                        latency_s=row["latency_s"] or 0.0, cached=True)
+
+    def labels(self, job: Job) -> tuple[str, str]:
+        rubric, aspect = job.spec
+        return f"{rubric.id}@{rubric.version}", aspect
 
 
 async def ajudge_records(
@@ -153,143 +182,53 @@ async def ajudge_records(
     columns = rubric_columns(rubric_list)
 
     # render every prompt first: bad input fails before any judging, naming record and field
-    jobs: list[_Job] = []
+    jobs: list[Job] = []
     for i, r, a in _group_order(recs, rubric_list):
         try:
             msgs = r.render(recs[i], a)
         except KeyError as exc:
             raise ValueError(f"record {i + 1} (id {recs[i].get('id')!r}): {exc.args[0]}") from None
-        jobs.append(_Job(i, r, a, columns[(r.id, a)], msgs))
+        jobs.append(Job((i, columns[(r.id, a)]), msgs, (r, a)))
 
     backend = get_model(judge, max_consecutive_failures=max_consecutive_failures, **dict(backend_options or {}))
+    task = RatingTask(n=n, temperature=temperature, max_tokens=max_tokens, top_p=top_p, top_k=top_k, seed=seed,
+                      min_mass=min_mass, fallback=fallback,
+                      structured="response_format" in (getattr(backend.api, "features", None) or ()))
     own_cache = not isinstance(cache, JudgmentCache)
     store = cache if isinstance(cache, JudgmentCache) else JudgmentCache(cache)
-    summary = JudgeSummary(total=len(jobs))
-    results: dict[tuple[int, str], Judgment] = {}
-    state = {"mode": mode}
-    bar = _progress(progress)
-    task_id = bar.add_task("judging", total=len(jobs), note="") if bar else None
-
-    structured = "response_format" in (getattr(backend.api, "features", None) or ())
-
-    def params_for(m: str, r: Rubric) -> dict:
-        if m == "probs":
-            return {"scores": r.scale.values}
-        # a JSON rubric asks a backend that can constrain its answers for structured output
-        fmt = r.answer_schema() if structured else None
-        if m == "sample":
-            return GenerateConfig(n=n, max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                                  seed=seed, response_format=fmt).cache_params()
-        return GenerateConfig(n=1, max_tokens=max_tokens, temperature=0.0, top_k=0, top_p=1.0, seed=0,
-                              response_format=fmt).cache_params()
-
-    def from_cache(row: dict, m: str) -> Judgment:
-        probs = {int(k): float(v) for k, v in row["probs"].items()} if row.get("probs") else None
-        score, missing = row["score"], row["missing"]
-        if m == "probs" and probs is not None:
-            score, _, missing = weighted_score(probs, min_mass=min_mass)
-        return Judgment(score=score, missing=missing, raw=row["raw"], mass=row["mass"], probs=probs, mode=m,
-                        prompt_tokens=row["prompt_tokens"] or 0, completion_tokens=row["completion_tokens"] or 0,
-                        latency_s=row["latency_s"] or 0.0, cached=True)
-
-    async def compute(job: _Job, m: str) -> Judgment:
-        scale = (job.rubric.scale.min, job.rubric.scale.max)
-        if m == "probs":
-            return await score_probs(backend, job.messages, job.rubric.scale.values, min_mass=min_mass)
-        cfg = GenerateConfig(**params_for(m, job.rubric))
-        return await score_sample(backend, job.messages, scale, cfg, aspect=job.aspect)
-
-    async def run(job: _Job) -> None:
-        j: Judgment | None = None
-        failed = False
-        for _attempt in range(2):  # a second pass only after a probs -> fallback switch
-            m = state["mode"]
-            key = judgment_key(backend.id, job.messages, m, params_for(m, job.rubric))
-            row = store.get(key)
-            if row is not None:
-                j = from_cache(row, m)
-                break
-            try:
-                j = await compute(job, m)
-            except BackendUnavailable:  # the wrapper gave up on the backend: not attempted
-                j, failed = Judgment(score=None, missing=NOT_ATTEMPTED, mode=m, transient=True), True
-                break
-            except BackendAuthError:  # every other request would be refused too: stop the run at once
-                raise
-            except LogprobsUnsupported as exc:
-                if fallback == "none":
-                    raise
-                if state["mode"] == "probs":
-                    state["mode"] = fallback
-                    summary.fallback = f"backend gives no token probabilities ({exc}); used mode '{fallback}'"
-                continue
-            except BackendError as exc:  # no answer: missing, never cached, and the run is partial
-                msg = str(exc)
-                j, failed = Judgment(score=None, missing=f"backend error: {msg}", mode=m, transient=exc.transient), True
-                if msg not in summary.errors and len(summary.errors) < 5:
-                    summary.errors.append(msg)
-                break
-            store.put(key, backend=backend.id, mode=j.mode, rubric=f"{job.rubric.id}@{job.rubric.version}",
-                      aspect=job.aspect, score=j.score,
-                      missing=j.missing, raw=j.raw, mass=j.mass, probs=j.probs, prompt_tokens=j.prompt_tokens,
-                      completion_tokens=j.completion_tokens, latency_s=j.latency_s)
-            break
-        assert j is not None
-        results[(job.index, job.column)] = j
-        if j.cached:
-            summary.cached += 1
-        elif failed:
-            summary.failed += 1
-        else:
-            summary.judged += 1
-            summary.prompt_tokens += j.prompt_tokens
-            summary.completion_tokens += j.completion_tokens
-            summary.evaluated_tokens += max(j.evaluated_tokens, 0) if j.evaluated_tokens >= 0 else j.prompt_tokens
-        if bar is not None:
-            bar.update(task_id, advance=1, note=f"{summary.cached} cached, {summary.failed} failed")
-
     try:
-        if bar is not None:
-            bar.start()
-        await gather_all([run(job) for job in jobs])  # an error that stops the run cancels the rest
+        results, tally = await execute(jobs, task, backend, store, mode=mode, progress=progress, label="judging")
     finally:
-        if bar is not None:
-            bar.stop()
         if own_cache:
             store.close()
+    summary = JudgeSummary(total=tally.total, judged=tally.judged, cached=tally.cached, failed=tally.failed,
+                           prompt_tokens=tally.prompt_tokens, completion_tokens=tally.completion_tokens,
+                           evaluated_tokens=tally.evaluated_tokens, fallback=tally.fallback, errors=tally.errors)
 
-    by_record: dict[int, list[str]] = {}
+    order = list(columns.values())
+    by_record: dict[int, list[Column]] = {}
     for job in jobs:
-        by_record.setdefault(job.index, []).append(job.column)
+        by_record.setdefault(job.key[0], []).append(job.key[1])
     out = []
     for i, rec in enumerate(recs):
         row = dict(rec)
-        for job_col in sorted(by_record.get(i, []), key=list(columns.values()).index):
-            j = results[(i, job_col)]
-            aspect, _, tag = job_col.partition("@")
-            col = Column("judge", aspect, tag=tag or None)  # judge.<aspect>[@<rubric id>] and its side fields
+        for col in sorted(by_record.get(i, []), key=order.index):
+            j = results[(i, col)]
+            missing, raw, mass = (str(col.with_side(s)) for s in ("missing", "raw", "mass"))
             row[str(col)] = j.score
-            side = {s: str(col.with_side(s)) for s in ("missing", "raw", "mass")}
-            for k in side.values():
+            for k in (missing, raw, mass):
                 row.pop(k, None)
             if j.score is None:
-                row[side["missing"]] = j.missing
-                summary.missing[_reason_kind(j.missing)] = summary.missing.get(_reason_kind(j.missing), 0) + 1
+                row[missing] = j.missing
+                kind = reason_kind(j.missing)
+                summary.missing[kind] = summary.missing.get(kind, 0) + 1
             if keep_raw and (j.mode != "probs" or j.score is None) and j.raw is not None:
-                row[side["raw"]] = j.raw
+                row[raw] = j.raw
             if j.mass is not None:
-                row[side["mass"]] = j.mass
+                row[mass] = j.mass
         out.append(row)
     summary.seconds = time.perf_counter() - t_start
     return out, summary
-
-
-def _reason_kind(reason: str | None) -> str:
-    """Group missing reasons for the summary (drops the varying detail after the first ':')."""
-    r = reason or "unknown"
-    if r.startswith("backend error"):
-        return "backend error"
-    return r.split(":")[0].split(" (")[0]
 
 
 def judge_records(

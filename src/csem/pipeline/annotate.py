@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from csem.data.columns import format_column
 from csem.data.jsonio import write_json
 from csem.data.records import read_records, write_records
 
@@ -60,7 +61,8 @@ def annotate_file(candidates: str | Path | Sequence[Mapping], out: str | Path, *
         for the metric card.
 
     Raises:
-        RecordError: a malformed candidate file. RubricError: unknown rubric.
+        RecordError: a malformed candidate file. ValueError: a file without records (named).
+        RubricError: unknown rubric.
     """
     from csem.judge import judge_records
     from csem.judge.runner import rubric_columns
@@ -68,13 +70,16 @@ def annotate_file(candidates: str | Path | Sequence[Mapping], out: str | Path, *
 
     out = Path(out)
     recs = read_records(candidates, columns=columns) if isinstance(candidates, (str, Path)) else list(candidates)
+    if not recs:
+        raise ValueError(f"{candidates if isinstance(candidates, (str, Path)) else 'candidates'}: "
+                         "no records to annotate (the file is empty)")
     loaded = load_rubrics(list(rubrics))
     cache = cache if cache is not None else out.with_name(out.name + ".judge_cache.sqlite")
     labelled, summary = judge_records(recs, loaded, judge, mode=mode, n=n, temperature=temperature,
                                       cache=cache, progress=progress, backend_options=backend_options)
     write_records(labelled, out)
     by_id = {r.id: r for r in loaded}
-    cols = {f"judge.{c}": {"rubric": rid, "aspect": a, "scale": [by_id[rid].scale.min, by_id[rid].scale.max]}
+    cols = {str(c): {"rubric": rid, "aspect": a, "scale": [by_id[rid].scale.min, by_id[rid].scale.max]}
             for (rid, a), c in rubric_columns(loaded).items()}
     write_json(provenance_path(out), {"judge": judge, "mode": mode, "rubrics": list(rubrics), "columns": cols})
     return summary.as_dict()
@@ -108,6 +113,9 @@ def compare_file(candidates: str | Path | Sequence[Mapping], out: str | Path, *,
 
     out = Path(out)
     recs = read_records(candidates, columns=columns) if isinstance(candidates, (str, Path)) else list(candidates)
+    if not recs:
+        raise ValueError(f"{candidates if isinstance(candidates, (str, Path)) else 'candidates'}: "
+                         "no records to compare (the file is empty)")
     loaded = [rub for r in rubrics for rub in load_pairwise_rubrics(r)]
     aspects = [r.aspect for r in loaded]
     if len(set(aspects)) != len(aspects):
@@ -135,7 +143,7 @@ def compare_file(candidates: str | Path | Sequence[Mapping], out: str | Path, *,
             for row, new in zip(rows, got):
                 row.update({k: v for k, v in new.items() if k not in row})
     write_records(rows or [], out)
-    cols = {f"judge.{r.aspect}": {"rubric": r.id, "aspect": r.aspect, "scale": [0, 1]} for r in loaded}
+    cols = {format_column("judge", r.aspect): {"rubric": r.id, "aspect": r.aspect, "scale": [0, 1]} for r in loaded}
     write_json(provenance_path(out), {"judge": judge, "mode": mode, "comparison": True,
                                       "pairs": {"strategy": strategy, "per_source": per_source,
                                                 "rating_col": rating_col, "seed": seed},

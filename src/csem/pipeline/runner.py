@@ -133,6 +133,8 @@ class Pipeline:
     # -- helpers ---------------------------------------------------------------------------------
     def _sources(self) -> list[dict]:
         recs = read_records(self.sources_path, columns=self.cfg.sources.columns, required=("source",))
+        if not recs:
+            raise ValueError(f"{self.sources_path}: no sources (the file is empty; sources.path in the pipeline file)")
         for r in recs:
             r.setdefault("doc_id", r["id"])
             if r.get("doc_id") is None:
@@ -248,7 +250,7 @@ class Pipeline:
 
         rubrics = load_rubrics(self._rubrics())
         cols = rubric_columns(rubrics)
-        return {f"judge.{cols[(r.id, a)]}": (float(r.scale.min), float(r.scale.max))
+        return {str(cols[(r.id, a)]): (float(r.scale.min), float(r.scale.max))
                 for r in rubrics for a in r.aspect_names}
 
     def _fit(self, recs: list[dict], out_dir: Path, **options) -> tuple[list[dict], list[dict] | None, list[str]]:
