@@ -48,7 +48,6 @@ RECIPES = {
     OLD: {"contrast_epochs": 0, "contrast_mix": 0.0, "pairs": 0},
     "contrast pretraining (1 pair per record and aspect, 1 epoch)": {"contrast_epochs": 1, "contrast_mix": 0.0, "pairs": 1},
     "contrast pretraining + mixed into label training (weight 0.5)": {"contrast_epochs": 1, "contrast_mix": 0.5, "pairs": 1},
-    "contrast mixed into label training only (weight 0.5, no pretraining)": {"contrast_epochs": 0, "contrast_mix": 0.5, "pairs": 1},
 }
 COLS = [f"judge.{a}" for a in ASPECTS]
 
@@ -219,6 +218,13 @@ def sanity_for(model, test: list[dict], seed: int) -> dict:
             meta.append((d, case))
     real = {r["id"]: r for r in score(model, [dict(r) for r in test])}
     deg = score(model, recs)
+    # what the network alone gives empty / whitespace candidates (the scoring path floors them by rule)
+    from csem.model.inference import predict
+
+    raw_idx = [i for i, (_, c) in enumerate(meta) if c in ("empty", "whitespace")]
+    for i, res in zip(raw_idx, predict(model.module, [recs[i] for i in raw_idx], precision="fp32")):
+        meta.append((meta[i][0], meta[i][1] + " (network, no floor)"))
+        deg.append(dict(recs[i], **{f"metric.s.{a}": res.scores[a] for a in ASPECTS}))
     out: dict = {}
     for (d, case), r in zip(meta, deg):
         for a in ASPECTS:
