@@ -85,6 +85,39 @@ def test_every_stage_writes_its_file(finished_run):
     assert "Agreement on held-out sources" in report and "samples/s" in report
 
 
+def test_a_run_parses_each_file_of_its_folder_once(finished_run, tmp_path, monkeypatch):
+    """labelled.jsonl is read by compare, train, score, seeds, mrt and for the label columns; the run
+    folder object parses it once (scored.jsonl: once by meta_eval, once by the report)."""
+    import csem.data.records as records_module
+
+    tmp, p, _, _ = finished_run
+    run = tmp_path / "run"
+    shutil.copytree(p.run_dir, run)
+    parsed: list[str] = []
+    real = records_module._iter_raw
+
+    def counting(path, fmt):
+        parsed.append(Path(path).name)
+        return real(path, fmt)
+
+    monkeypatch.setattr(records_module, "_iter_raw", counting)
+    again = Pipeline.from_file(tmp / "pipe.yaml", run, progress=False)
+    again.run(from_stage="train")
+    assert parsed.count("labelled.jsonl") == 1
+    assert again.folder.parses == {"labelled.jsonl": 1, "scored.jsonl": 1}
+    # the label scales come from what annotate wrote beside labelled.jsonl, not from the rubrics again
+    assert again.scales() == {"judge.coherence": (1.0, 5.0)} == again.label_ranges()
+
+
+def test_stages_are_declared_as_data():
+    from csem.pipeline.config import STAGES
+    from csem.pipeline.runner import STAGE_REGISTRY
+
+    assert tuple(s.name for s in STAGE_REGISTRY) == STAGES
+    assert {s.name for s in STAGE_REGISTRY if s.enabled(load_pipeline(EXAMPLES / "summarization.yaml")[0])} >= {
+        "collect", "annotate", "train", "score", "meta_eval", "report"}
+
+
 def test_rerun_skips_and_from_forces(finished_run):
     tmp, p, rows, _ = finished_run
     before = json.loads((p.run_dir / "state.json").read_text())

@@ -1,7 +1,9 @@
 """``csem run PIPELINE.yaml``: the whole CSEM loop as one resumable pipeline.
 
-Stages (each writes its file into the run folder and is skipped on a re-run when its content
-fingerprint is unchanged; see :mod:`csem.pipeline.state`):
+Stages (declared as data in :data:`STAGE_REGISTRY`: name, settings, upstream stages, inputs,
+outputs; each writes its file into the run folder and is skipped on a re-run when its content
+fingerprint is unchanged, see :mod:`csem.pipeline.state`; the run folder's files are read through
+one :class:`csem.pipeline.folder.RunFolder`, each parsed once while unchanged):
 
 ============  =============================================  ===========================
 stage         does                                           writes
@@ -62,8 +64,9 @@ import json
 import random
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from rich.console import Console
 
@@ -71,6 +74,7 @@ from csem.data.columns import format_column, score_columns
 from csem.data.jsonio import write_json
 from csem.data.records import read_records, write_records
 from csem.pipeline.config import STAGES, PipelineConfig, load_pipeline, resolve_path
+from csem.pipeline.folder import LABELLED, SCORED, RunFolder
 from csem.pipeline.state import RunState, fingerprint
 
 console = Console(stderr=True)
@@ -120,6 +124,7 @@ class Pipeline:
         self.cfg, self.base, self.run_dir, self.progress = config, base_dir, Path(run_dir), progress
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.state = RunState(self.run_dir)
+        self.folder = RunFolder(self.run_dir)  # labelled.jsonl, scored.jsonl, scales: each read once
         self._running: dict = {}  # the stage running now: its name, fingerprint, whether forced
         self.sources_path = resolve_path(config.sources.path, base_dir)
         if not self.sources_path.exists():
@@ -207,7 +212,7 @@ class Pipeline:
         from csem.pipeline.annotate import compare_file
 
         c, a = self.cfg.compare, self.cfg.annotate
-        recs, counts = self._with_split(read_records(self.run_dir / "labelled.jsonl"))
+        recs, counts = self.labelled()
         train_recs = [r for r in recs if r["split"] == "train"]
         rating_col = c.rating_col
         if c.pairs == "adjacent" and rating_col is None:
@@ -228,7 +233,10 @@ class Pipeline:
         the annotate stage wrote."""
         if self.cfg.train.label_cols:
             return self.cfg.train.label_cols
-        recs = read_records(self.run_dir / "labelled.jsonl")
+        return list(self.folder.memo(("label_cols",), [LABELLED], self._label_cols))
+
+    def _label_cols(self) -> list[str]:
+        recs = self.folder.rows(LABELLED)
         if self.cfg.compare is not None:
             cols = [format_column("judge", a) for a in self.compare_aspects()]
             rated = set(score_columns(recs, ("judge",)))
@@ -242,6 +250,15 @@ class Pipeline:
         if not cols:
             raise ValueError("the annotate stage wrote no judge.<aspect> column to train on")
         return cols
+
+    def scales(self) -> dict[str, tuple[float, float]]:
+        """The declared scale of each judge column (never inferred from data): what the annotate stage
+        wrote beside ``labelled.jsonl`` (:meth:`RunFolder.scales`), else from the rubrics (a run folder
+        annotated before the provenance file existed)."""
+        written = self.folder.scales(LABELLED)
+        if written:
+            return written
+        return self.label_ranges()
 
     def label_ranges(self) -> dict[str, tuple[float, float]]:
         """The declared scale of each judge column, from its rubric (never inferred from data)."""
@@ -277,7 +294,7 @@ class Pipeline:
                 rubric=", ".join(self.compare_rubrics()), notes=notes + f", {len(prefs)} judged pairs",
                 where=str(path))
             return train_recs, None, labels
-        ranges = self.label_ranges()
+        ranges = self.scales()
         train_recs = [r for r in recs if r.get("split") == "train"]
         dev_recs = [r for r in recs if r.get("split") == "dev"] or None
         fit(train_recs, labels, mode=t.mode, out_dir=out_dir, config=config, train_config=train_config,
@@ -285,8 +302,13 @@ class Pipeline:
             judge=self.cfg.annotate.judge, rubric=", ".join(self.cfg.annotate.rubrics), notes=notes)
         return train_recs, dev_recs, labels
 
+    def labelled(self) -> tuple[list[dict], dict[str, int]]:
+        """Copies of the annotate stage's records (``labelled.jsonl``, parsed once per run while
+        unchanged) with ``split``, and the source counts per split (:meth:`_with_split`)."""
+        return self._with_split(self.folder.records(LABELLED))
+
     def train(self) -> dict:
-        recs, counts = self._with_split(read_records(self.run_dir / "labelled.jsonl"))
+        recs, counts = self.labelled()
         train_recs, dev_recs, labels = self._fit(recs, self.run_dir / "model")
         card = json.loads((self.run_dir / "model" / "metric_card.json").read_text())
         return {**counts, "train_rows": len(train_recs), "dev_rows": len(dev_recs or []), "label_cols": labels,
@@ -301,7 +323,7 @@ class Pipeline:
     def score(self) -> dict:
         from csem.model import EvaluationModel
 
-        recs, _ = self._with_split(read_records(self.run_dir / "labelled.jsonl"))
+        recs, _ = self.labelled()
         model = EvaluationModel.load(self.run_dir / "model")
         t0 = time.perf_counter()
         scored = model.score_records(recs)
@@ -312,7 +334,7 @@ class Pipeline:
     def meta_eval(self) -> dict:
         from csem.pipeline.agreement import agreement_table
 
-        recs = [r for r in read_records(self.run_dir / "scored.jsonl") if r.get("split") == "test"]
+        recs = [r for r in self.folder.rows(SCORED) if r.get("split") == "test"]
         table = agreement_table(recs, self.label_cols(), human_cols=self.cfg.human_cols)
         write_json(self.run_dir / "meta.json", table)
         return {"test_rows": len(recs), "rows": len(table)}
@@ -325,7 +347,7 @@ class Pipeline:
         from csem.model import EvaluationModel
         from csem.pipeline.agreement import agreement_table, seed_spread
 
-        recs, _ = self._with_split(read_records(self.run_dir / "labelled.jsonl"))
+        recs, _ = self.labelled()
         labels = self.label_cols()
         own = self.train_seed()
         per_seed: dict[str, list[dict]] = {}
@@ -353,7 +375,7 @@ class Pipeline:
         (:func:`csem.pipeline.rerank.run_rerank`)."""
         from csem.pipeline.rerank import run_rerank
 
-        return run_rerank(read_records(self.run_dir / "scored.jsonl"), self.cfg.rerank, label_cols=self.label_cols(),
+        return run_rerank(self.folder.records(SCORED), self.cfg.rerank, label_cols=self.label_cols(),
                           base=self.base, run_dir=self.run_dir, judge_cache=self.run_dir / "judge_cache.sqlite")
 
     def rerank_inputs(self) -> list[Path]:
@@ -385,7 +407,7 @@ class Pipeline:
         writes ``mrt/`` (:func:`csem.pipeline.mrt.run_mrt`). Resumes a killed run of the same settings."""
         from csem.pipeline.mrt import mrt_sources, run_mrt
 
-        split = {r["doc_id"]: r["split"] for r in self._with_split(read_records(self.run_dir / "labelled.jsonl"))[0]}
+        split = {r["doc_id"]: r["split"] for r in self.labelled()[0]}
         run = self._running
         return run_mrt(self.cfg.mrt, sources=mrt_sources(self._sources(), split, self.cfg.mrt.sources),
                        student_dir=self.run_dir / "model", label_cols=self.label_cols(),
@@ -417,51 +439,98 @@ class Pipeline:
             if from_stage not in STAGES:
                 raise ValueError(f"unknown stage '{from_stage}'; choose from {', '.join(STAGES)}")
         forced = set(STAGES[STAGES.index(from_stage):]) if from_stage else set()
-        c = self.cfg
-        rd = self.run_dir
-        plan = [
-            ("collect", {"collect": self.collect_settings(), "sources": c.sources.model_dump(exclude={"path"})}, [],
-             [self.sources_path],
-             ["candidates.jsonl"], self.collect),
-            # backend options enter the fingerprint only when given (runs from before they existed stay done)
-            ("annotate", c.annotate.model_dump(exclude=set() if c.annotate.options else {"options"}), ["collect"],
-             [Path(r) for r in self._rubrics() if r.endswith((".yaml", ".yml", ".toml"))], ["labelled.jsonl"],
-             self.annotate),
-        ]
-        if c.compare is not None:
-            plan.append(("compare", {"compare": c.compare.model_dump(), "rubrics": self.compare_rubrics(),
-                                     "judge": c.compare.judge or c.annotate.judge, "split": c.split.model_dump()},
-                         ["annotate"], [Path(r) for r in self.compare_rubrics() if r.endswith((".yaml", ".yml", ".toml"))],
-                         ["pairs.jsonl"], self.compare))
-        plan += [
-            # train.seeds is the seeds stage's setting only: listing seeds never re-trains the main student
-            ("train", {"train": c.train.model_dump(exclude={"seeds"}), "split": c.split.model_dump()},
-             ["annotate", *(["compare"] if c.compare is not None else [])], [], ["model"], self.train),
-            ("score", {}, ["train"], [], ["scored.jsonl"], self.score),
-            ("meta_eval", {"human_cols": c.human_cols}, ["score"], [], ["meta.json"], self.meta_eval),
-        ]
-        if c.train.seeds:
-            plan.append(("seeds", {"seeds": c.train.seeds}, ["meta_eval"], [], ["seeds.json"], self.seeds))
-        if c.rerank is not None:
-            plan.append(("rerank", {"rerank": c.rerank.model_dump()}, ["score"], self.rerank_inputs(),
-                         ["reranked.jsonl", "reranked.scores.jsonl",
-                          *(["rerank_weights.json"] if c.rerank.weights == "mert" else [])], self.rerank))
-        if c.mrt is not None:
-            _, generator_path = self.mrt_generator()  # an unknown generator fails here, before any stage
-            # the split is in train's fingerprint; the task (default collect.task) is in the MRTConfig dump
-            plan.append(("mrt", {"mrt": c.mrt.model_dump(), "config": c.mrt.mrt_config(task=self.mrt_task()).model_dump()},
-                         ["train"], [generator_path] if generator_path is not None else [],
-                         ["mrt/final", "mrt/train_log.csv"], self.mrt))
-        plan.append(("report", {}, ["meta_eval", *(["seeds"] if c.train.seeds else []),
-                                    *(["rerank"] if c.rerank is not None else []),
-                                    *(["mrt"] if c.mrt is not None else [])], [],
-                     ["report.md", "report.html"], self.report))
-        for name, settings, upstream, inputs, outputs, fn in plan:
-            self._stage(name, settings, upstream, inputs, outputs, fn, force=name in forced)
-        return json.loads((rd / "meta.json").read_text())
+        # every stage's settings, inputs and outputs first: a bad setting (an unknown mrt generator)
+        # fails here, before any stage runs
+        plan = [(spec, spec.settings(self), spec.upstream(self.cfg), spec.inputs(self), spec.outputs(self.cfg))
+                for spec in STAGE_REGISTRY if spec.enabled(self.cfg)]
+        for spec, settings, upstream, inputs, outputs in plan:
+            self._stage(spec.name, settings, upstream, inputs, outputs, getattr(self, spec.method),
+                        force=spec.name in forced)
+        return json.loads((self.run_dir / "meta.json").read_text())
 
     def seed_spread(self) -> list[dict] | None:
         """The seeds stage's spread rows (``seeds.json``), or None without ``train.seeds``."""
         if not self.cfg.train.seeds or not (self.run_dir / "seeds.json").exists():
             return None
         return json.loads((self.run_dir / "seeds.json").read_text())["spread"]
+
+
+# -- the stages, as data ----------------------------------------------------------------------------
+
+_RUBRIC_FILES = (".yaml", ".yml", ".toml")
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """One stage of :class:`Pipeline`, declared as data.
+
+    Attributes:
+        name: the stage name (``csem run --from NAME``; the order of :data:`STAGE_REGISTRY` is the
+            run order). method: the :class:`Pipeline` method that runs it and returns its summary.
+        settings: the settings that fingerprint it (:func:`csem.pipeline.state.fingerprint`; changing
+            them re-runs the stage and what follows). upstream: the stages whose fingerprints enter
+            its own. inputs: files outside the run folder it reads (their content enters the
+            fingerprint). outputs: what it writes in the run folder (missing: not done).
+        enabled: whether a pipeline file has this stage (the optional sections).
+    """
+
+    name: str
+    method: str
+    settings: Callable[[Pipeline], Any]
+    upstream: Callable[[PipelineConfig], list[str]]
+    outputs: Callable[[PipelineConfig], list[str]]
+    inputs: Callable[[Pipeline], list[Path]] = lambda p: []
+    enabled: Callable[[PipelineConfig], bool] = lambda c: True
+
+
+def _mrt_inputs(p: Pipeline) -> list[Path]:
+    _, generator_path = p.mrt_generator()  # an unknown generator fails here, before any stage
+    return [generator_path] if generator_path is not None else []
+
+
+STAGE_REGISTRY: tuple[StageSpec, ...] = (
+    StageSpec("collect", "collect",
+              settings=lambda p: {"collect": p.collect_settings(),
+                                  "sources": p.cfg.sources.model_dump(exclude={"path"})},
+              upstream=lambda c: [], inputs=lambda p: [p.sources_path], outputs=lambda c: ["candidates.jsonl"]),
+    # backend options enter the fingerprint only when given (runs from before they existed stay done)
+    StageSpec("annotate", "annotate",
+              settings=lambda p: p.cfg.annotate.model_dump(exclude=set() if p.cfg.annotate.options else {"options"}),
+              upstream=lambda c: ["collect"],
+              inputs=lambda p: [Path(r) for r in p._rubrics() if r.endswith(_RUBRIC_FILES)],
+              outputs=lambda c: [LABELLED]),
+    StageSpec("compare", "compare",
+              settings=lambda p: {"compare": p.cfg.compare.model_dump(), "rubrics": p.compare_rubrics(),
+                                  "judge": p.cfg.compare.judge or p.cfg.annotate.judge,
+                                  "split": p.cfg.split.model_dump()},
+              upstream=lambda c: ["annotate"],
+              inputs=lambda p: [Path(r) for r in p.compare_rubrics() if r.endswith(_RUBRIC_FILES)],
+              outputs=lambda c: ["pairs.jsonl"], enabled=lambda c: c.compare is not None),
+    # train.seeds is the seeds stage's setting only: listing seeds never re-trains the main student
+    StageSpec("train", "train",
+              settings=lambda p: {"train": p.cfg.train.model_dump(exclude={"seeds"}), "split": p.cfg.split.model_dump()},
+              upstream=lambda c: ["annotate", *(["compare"] if c.compare is not None else [])],
+              outputs=lambda c: ["model"]),
+    StageSpec("score", "score", settings=lambda p: {}, upstream=lambda c: ["train"], outputs=lambda c: [SCORED]),
+    StageSpec("meta_eval", "meta_eval", settings=lambda p: {"human_cols": p.cfg.human_cols},
+              upstream=lambda c: ["score"], outputs=lambda c: ["meta.json"]),
+    StageSpec("seeds", "seeds", settings=lambda p: {"seeds": p.cfg.train.seeds}, upstream=lambda c: ["meta_eval"],
+              outputs=lambda c: ["seeds.json"], enabled=lambda c: bool(c.train.seeds)),
+    StageSpec("rerank", "rerank", settings=lambda p: {"rerank": p.cfg.rerank.model_dump()},
+              upstream=lambda c: ["score"], inputs=lambda p: p.rerank_inputs(),
+              outputs=lambda c: ["reranked.jsonl", "reranked.scores.jsonl",
+                                 *(["rerank_weights.json"] if c.rerank.weights == "mert" else [])],
+              enabled=lambda c: c.rerank is not None),
+    # the split is in train's fingerprint; the task (default collect.task) is in the MRTConfig dump
+    StageSpec("mrt", "mrt",
+              settings=lambda p: {"mrt": p.cfg.mrt.model_dump(),
+                                  "config": p.cfg.mrt.mrt_config(task=p.mrt_task()).model_dump()},
+              upstream=lambda c: ["train"], inputs=_mrt_inputs, outputs=lambda c: ["mrt/final", "mrt/train_log.csv"],
+              enabled=lambda c: c.mrt is not None),
+    StageSpec("report", "report", settings=lambda p: {},
+              upstream=lambda c: ["meta_eval", *(["seeds"] if c.train.seeds else []),
+                                  *(["rerank"] if c.rerank is not None else []),
+                                  *(["mrt"] if c.mrt is not None else [])],
+              outputs=lambda c: ["report.md", "report.html"]),
+)
+assert tuple(s.name for s in STAGE_REGISTRY) == STAGES, "STAGE_REGISTRY and config.STAGES name the same stages"
