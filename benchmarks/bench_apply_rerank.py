@@ -176,6 +176,7 @@ def main() -> None:
         # a transformers generator: N top-k samples per source in one batched generate call (the prompt
         # encoded once, its cache repeated), plus the greedy output; cached per (generator, N, tokens, seed)
         from csem.apply.mrt import generate_texts, load_generator
+        from csem.data.jsonio import JsonlLog
 
         srcs = {}
         for r in pool:
@@ -183,19 +184,12 @@ def main() -> None:
         gen_name = args.generator.replace("hf:", "").strip("/").split("/")[-1]
         path = CACHE / "apply" / (f"nbest_hf_{gen_name}_{args.n}_{args.max_tokens}_{args.max_source_tokens}_"
                                   f"{args.seed}.jsonl")
-        done = {}
-        if path.exists():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                try:
-                    row = json.loads(line)
-                    done[row["doc_id"]] = row
-                except json.JSONDecodeError:
-                    continue  # a line cut by a kill
+        nbest_log = JsonlLog(path)  # a line cut by a kill is skipped: that source is generated again
+        done = {row["doc_id"]: row for row in nbest_log.read() if "doc_id" in row}
         todo = [d for d in docs if d not in done]
         if todo:
             net, tok = load_generator(args.generator)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("a", encoding="utf-8") as fh:
+            with nbest_log:
                 for d in todo:  # one source at a time: a kill loses at most one
                     src = [srcs[d]["source"]]
                     samp = generate_texts(net, tok, src, max_source_tokens=args.max_source_tokens,
@@ -204,8 +198,7 @@ def main() -> None:
                     greedy_text = generate_texts(net, tok, src, max_source_tokens=args.max_source_tokens,
                                                  max_new_tokens=args.max_tokens, sample=False, batch_size=1)[0][0]
                     done[d] = {"doc_id": d, "samples": samp, "greedy": greedy_text}
-                    fh.write(json.dumps(done[d]) + "\n")
-                    fh.flush()
+                    nbest_log.append(done[d])
             del net
         cands = []
         for d in docs:

@@ -15,7 +15,6 @@ Candidate records (see :mod:`csem.data.records`): ``id = "<source id>/<system>/<
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 import re
 import time
@@ -26,6 +25,7 @@ from typing import Any, Iterable, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from csem.collect.prompts import render_task_prompt
+from csem.data.jsonio import JsonlLog
 from csem.data.records import references_of
 from csem.llm import GenerateConfig, Model, gather_all, get_model, run_sync
 
@@ -105,16 +105,8 @@ def _check_sources(sources: Iterable[dict]) -> list[tuple[str, dict]]:
 
 
 def _read_partial(partial: Path | None) -> dict[str, dict]:
-    done: dict[str, dict] = {}
-    if partial and partial.exists():
-        for line in partial.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a line cut by a crash: regenerate that sample
-                done[rec["id"]] = rec
-    return done
+    # a line cut by a crash is skipped by the log: that sample is generated again
+    return {rec["id"]: rec for rec in JsonlLog(partial).read() if "id" in rec}
 
 
 async def _sample_generator(spec: GeneratorSpec, decoding: GenerateConfig, srcs: list[tuple[str, dict]], task: str,
@@ -153,8 +145,7 @@ async def _sample_generator(spec: GeneratorSpec, decoding: GenerateConfig, srcs:
             out.append(rec)
             summary.generated += 1
             if sink:
-                sink.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                sink.flush()
+                sink.append(rec)
             advance()
 
         await gather_all([one(*t) for t in todo])
@@ -223,7 +214,7 @@ async def acollect_candidates(
     start = time.perf_counter()
     partial = Path(partial_path) if partial_path else None
     done = _read_partial(partial)
-    sink = partial.open("a", encoding="utf-8") if partial else None
+    sink = JsonlLog(partial) if partial else None
 
     raw: list[dict] = []
     try:
