@@ -23,6 +23,14 @@ def make_records(shared_data, n_docs: int, offset: int = 0, seed: int = 0) -> li
 
 
 @pytest.fixture(scope="session")
+def small_model() -> dict:
+    """The small head settings the tests' students share (``ModelConfig(**small_model)``): a fixture,
+    since a test module cannot import this conftest by name (another folder's conftest may be the one
+    Python finds under that name)."""
+    return dict(SMALL)
+
+
+@pytest.fixture(scope="session")
 def train_records(shared_data):
     return make_records(shared_data, 24, offset=0)
 

@@ -16,8 +16,6 @@ from csem.model.losses import preference_loss
 from csem.model.preferences import pairs_to_training
 from csem.model.validation import TrainingDataError
 
-from conftest import SMALL
-
 
 def test_preference_loss_is_eq3_with_soft_targets():
     a, b = torch.tensor([2.0, 0.0]), torch.tensor([0.0, 1.0])
@@ -66,11 +64,11 @@ def test_pairs_to_training_and_its_errors(train_records):
 
 @pytest.mark.slow  # MiniLM: checks that the order is learnt
 @pytest.mark.slow
-def test_train_on_pairs_learns_the_order(train_records, test_records):
+def test_train_on_pairs_learns_the_order(train_records, test_records, small_model):
     from csem.model import ModelConfig, TrainConfig, train
 
     recs, table = pairs_to_training(_pairs(train_records), "judge.quality")
-    model = train(recs, "judge.quality", "ref-free", config=ModelConfig(name="pw", **SMALL),
+    model = train(recs, "judge.quality", "ref-free", config=ModelConfig(name="pw", **small_model),
                   train_config=TrainConfig(max_epochs=10, frozen_epochs=10, head_lr=3e-3, batch_size=16, seed=3),
                   preferences=table)
     assert model.config.loss == "pairwise"

@@ -4,6 +4,7 @@ tiny random encoder (fast tier; real files either way)."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
@@ -92,7 +93,8 @@ def test_score_records_adds_columns_and_keeps_the_rest(tiny_trained, test_record
     model, _ = tiny_trained
     rows = model.score_records(test_records[:4], mc_dropout=8)
     for src, row in zip(test_records[:4], rows):
-        assert row["metric.tiny.quality"] == pytest.approx(row["metric.tiny.quality"])
+        score = row["metric.tiny.quality"]  # the mean of the MC-dropout samples
+        assert isinstance(score, float) and math.isfinite(score)
         assert row["metric.tiny.quality.std"] > 0.0  # MC dropout spreads the samples
         assert row["human.quality"] == src["human.quality"] and row["id"] == src["id"]
     assert "metric.tiny.quality" not in test_records[0]  # inputs are not modified
