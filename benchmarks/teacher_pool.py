@@ -51,7 +51,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 POOL = HERE / "data" / "teacher_pool"
 WORK = HERE / ".cache" / "teacher_pool"  # chunk inputs and annotate outputs (git-ignored)
-CHUNK = 400
+CHUNK = 100  # ~30 min per chunk on the shared 2-core machine (1 llama.cpp thread)
 TEST_TARGET = 1000  # held-out test candidates (>= 1000), split by article
 #: datasets whose articles are drawn for the test pool: QAGS has one summary per article, which
 #: summary-level correlation (within a source) cannot use, and its prompts cost ~3x (no shared prefix)
@@ -109,11 +109,12 @@ def _load_all(data_dir: Path | None) -> list[dict]:
 def build(data_dir: Path | None = None) -> dict:
     """Write ``sources.jsonl.gz`` and ``candidates.jsonl.gz`` (judging order) under :data:`POOL`.
 
-    Order: the held-out test candidates first (articles drawn at random, seed :data:`SEED`, from each
-    of :data:`TEST_DATASETS` in proportion to its size until :data:`TEST_TARGET` candidates; a QAGS
-    summary of a drawn article goes with it), then the training
-    candidates source by source, the next source always from the dataset with the smallest share
-    of its candidates placed so far (so every prefix of the order mixes the datasets in proportion).
+    Test pool: articles drawn at random (seed :data:`SEED`) from each of :data:`TEST_DATASETS` in
+    proportion to its size until :data:`TEST_TARGET` candidates (a QAGS summary of a drawn article
+    goes with it). Within each split, sources follow one another so that the next source always
+    comes from the dataset with the smallest share of its candidates placed so far (every prefix
+    mixes the datasets in proportion). The two splits alternate source by source (the one with
+    fewer candidates placed next) until the test pool is placed, then the training candidates follow.
     """
     rows = _load_all(data_dir)
     sources: dict[str, dict] = {}
@@ -172,8 +173,18 @@ def build(data_dir: Path | None = None) -> dict:
 
     test_rows = [r for r in rows if sources[r["source_id"]]["article"] in test_articles]
     train_rows = [r for r in rows if sources[r["source_id"]]["article"] not in test_articles]
-    for split, part in (("test", test_rows), ("train", train_rows)):
-        for r in interleave(part):
+    # test and training sources alternate (the split with fewer candidates placed goes next) until
+    # the test pool is placed: a run that judges only part of the pool has both a test pool and
+    # training labels; the training order (the nested pools) is the same either way
+    queues = {split: [[r for r in part_rows if r["source_id"] == sid]
+                      for sid in dict.fromkeys(r["source_id"] for r in part_rows)]
+              for split, part_rows in (("test", interleave(test_rows)), ("train", interleave(train_rows)))}
+    placed = {"test": 0, "train": 0}
+    while queues["test"] or queues["train"]:
+        split = min((s for s in ("test", "train") if queues[s]), key=lambda s: (placed[s], s))
+        group = queues[split].pop(0)
+        placed[split] += len(group)
+        for r in group:
             order.append({"id": r["id"], "source_id": r["source_id"], "dataset": r["dataset"], "doc_id": r["doc_id"],
                           "system_id": r["system_id"], "split": split, "candidate": r["candidate"],
                           "human": r["human"]})
