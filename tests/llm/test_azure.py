@@ -133,6 +133,18 @@ def test_json_rubric_asks_azure_for_a_json_schema(tiny_records):
     assert rows[0]["judge.coherence"] == 2.0
 
 
+def test_a_reply_withheld_by_the_content_filter_is_a_named_failure(tiny_rubric, tiny_records):
+    filtered = _azure_reply("")
+    filtered["choices"][0].update({"finish_reason": "content_filter", "message": {"role": "assistant", "content": None}})
+    step = lambda body: filtered if "Mill bridge" in json.dumps(body) else _azure_reply("Coherence: 4")  # noqa: E731
+    with ScriptedServer([lambda body: (200, step(body))], check=_azure_check) as srv:
+        rows, summ = judge_records(tiny_records, tiny_rubric, f"openai:{DEPLOYMENT}", mode="parse", progress=False,
+                                   backend_options=_options(srv))
+    assert summ.failed == 1 and summ.judged == 3
+    bad = [r for r in rows if r["judge.coherence"] is None]
+    assert len(bad) == 1 and "content filter" in bad[0]["judge.coherence.missing"]
+
+
 def test_wrong_azure_key_stops_the_run(tiny_rubric, tiny_records):
     with ScriptedServer([(200, _azure_reply("4"))], check=_azure_check) as srv:
         with pytest.raises(BackendAuthError, match="HTTP 401") as err:

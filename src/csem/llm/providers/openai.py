@@ -219,6 +219,9 @@ class OpenAIBackend:
         ctok = getattr(usage, "completion_tokens", 0) or 0
         out = []
         for c in resp.choices:
+            if c.finish_reason == "content_filter" and not (c.message and c.message.content):
+                raise BackendError(f"{self.id}: the reply was withheld by the server's content filter "
+                                   "(finish_reason content_filter, no text)")
             lps = None
             if config.logprobs and c.logprobs is not None and getattr(c.logprobs, "content", None):
                 lps = [{"token": t.token, "logprob": t.logprob,
