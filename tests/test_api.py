@@ -193,3 +193,18 @@ def test_readme_python_example_runs_as_written(fake_llm, tiny_encoder, tmp_path,
     assert len(scope["best"]) == len(SOURCES)
     assert scope["result"].hash in capsys.readouterr().out
     assert read_records(tmp_path / "labelled.jsonl")[0]["judge.coherence"] is not None
+
+
+def test_comparison_then_training_on_the_pairs(fake_llm, tiny_encoder, tmp_path):
+    """csem.annotate(compare=True) writes a preference file; csem.train(pairs=True) learns from it
+    (Eq. 3) as `csem train --pairs` does, recording the pairs in the card."""
+    pairs_file = tmp_path / "pairs.jsonl"
+    summary = csem.annotate(candidate_records(), RUBRIC, fake_llm, out=pairs_file, compare=True, pairs="all")
+    assert summary["pairs"] == 4 * 3  # every pair of the 3 candidates of each of 4 sources
+    prov = json.loads((tmp_path / "pairs.jsonl.judge.json").read_text())
+    assert prov["comparison"] is True and prov["columns"]["judge.coherence"]["scale"] == [0, 1]
+    model = csem.train(pairs_file, "judge.coherence", pairs=True, encoder=str(tiny_encoder), **TINY)
+    assert model.config.loss == "pairwise"
+    assert model.card["labels"] == {"preference_pairs": 12, "loss": "Eq. 3 on judged pairs"}
+    with pytest.raises(ValueError, match="--pairs trains on one preference column"):
+        csem.train(pairs_file, "judge.coherence", pairs=True, normalise="zscore")
