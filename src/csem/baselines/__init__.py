@@ -1,10 +1,16 @@
-"""Reference-based baseline metrics, as adapters over the standard libraries.
+"""Baseline metrics: reference-based adapters over the standard libraries, and the trivial
+reference-free baselines a learned metric must beat.
 
 * :func:`rouge` (ROUGE-1/2/L, ``rouge-score``), :func:`bleu` and :func:`chrf` (``sacrebleu``),
   :func:`bertscore` (``bert-score`` with an offline encoder, all-MiniLM-L6-v2 by default).
-* Every function takes csem records (``candidate`` + ``reference``: one string or a list) and
-  returns one float per record; several references are supported by each.
+  Each takes csem records (``candidate`` + ``reference``: one string or a list) and returns one
+  float per record; several references are supported by each.
 * :func:`compute_baselines` adds ``metric.<name>`` columns for the names in :data:`BASELINES`.
+* Reference-free, from ``candidate`` and ``source``: :func:`extractiveness` (nothing fitted);
+  fitted on training labels, returning ``{label column: scores of the test records}``:
+  :func:`system_prior` (the system's mean training label), :func:`overlap_least_squares` (the
+  overlap features alone, least squares) and :func:`lexical_mlp` (the lexical student's feature
+  MLP alone).
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ from __future__ import annotations
 from typing import Callable, Mapping, Sequence
 
 from csem.baselines.bertscore import bertscore
+from csem.baselines.lexical import extractiveness, lexical_mlp, overlap_least_squares
+from csem.baselines.prior import system_prior
 from csem.baselines.rouge import rouge, rouge_scores
 from csem.baselines.sacrebleu_metrics import bleu, chrf
 from csem.data.columns import format_column
@@ -58,4 +66,5 @@ def compute_baselines(records: Sequence[dict], names: Sequence[str], *, multi_re
     return cols
 
 
-__all__ = ["BASELINES", "bertscore", "bleu", "chrf", "compute_baselines", "rouge", "rouge_scores"]
+__all__ = ["BASELINES", "bertscore", "bleu", "chrf", "compute_baselines", "extractiveness", "lexical_mlp",
+           "overlap_least_squares", "rouge", "rouge_scores", "system_prior"]
