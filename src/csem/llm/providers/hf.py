@@ -93,10 +93,7 @@ class HFBackend:
             self.tokenizer.pad_token = self.tokenizer.eos_token
 
     def _encode(self, messages: Messages):
-        if not self.is_seq2seq and getattr(self.tokenizer, "chat_template", None):
-            text = self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
-        else:
-            text = "\n\n".join(m["content"] for m in messages if m["role"] != "system")
+        text = prompt_text(self.tokenizer, messages, seq2seq=self.is_seq2seq)
         return self.tokenizer(text, return_tensors="pt", truncation=True).to(self.device)
 
     def _generate(self, messages: Messages, config: GenerateConfig) -> list[GenerationResult]:
@@ -171,6 +168,15 @@ class HFBackend:
     def close(self) -> None:
         with self._lock:
             self.net = None
+
+
+def prompt_text(tokenizer: Any, messages: Messages, *, seq2seq: bool = False) -> str:
+    """The text a transformers generator reads for chat ``messages``: the tokenizer's chat template
+    with the generation prompt (causal models that have one), else the non-system contents joined by
+    blank lines. One home for :class:`HFBackend` and MRT's prompts (:func:`csem.apply.mrt.render_prompt`)."""
+    if not seq2seq and getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
+    return "\n\n".join(m["content"] for m in messages if m["role"] != "system")
 
 
 def hf_backend(target: str, **options: Any) -> HFBackend:
