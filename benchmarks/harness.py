@@ -16,11 +16,14 @@ script's folder first on ``sys.path``; nothing is patched). Pieces:
 * :func:`write_results`: ``<out>.json`` (strict JSON, NaN -> null, atomic: :func:`csem.data.jsonio.write_json`)
   and ``<out>.md``; :func:`markdown_table` and :func:`fmt` render tables and numbers
   (:mod:`csem.report.tables`); :func:`machine` describes the machine for the record.
+* :class:`Results`: a results file rewritten as a benchmark goes (after every stage or model), and
+  :func:`previous_results`, what an earlier run wrote there: a re-run resumes from it.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import math
 import os
@@ -40,8 +43,9 @@ RESULTS = HERE / "results"
 CACHE = HERE / ".cache"  # judge cache, trained models, candidate files (git-ignored)
 ASPECTS = SUMMEVAL_ASPECTS
 
-__all__ = ["ASPECTS", "CACHE", "HERE", "RESULTS", "aspect_rows", "doc_ids", "doc_slice", "fmt", "log", "machine",
-           "markdown_table", "parser", "setup", "summary_row", "summeval", "summeval_llm_ratings", "write_results"]
+__all__ = ["ASPECTS", "CACHE", "HERE", "RESULTS", "Results", "aspect_rows", "doc_ids", "doc_slice", "fmt", "log",
+           "machine", "markdown_table", "now", "parser", "previous_results", "setup", "summary_row", "summeval",
+           "summeval_llm_ratings", "write_results"]
 
 _log = logging.getLogger("bench")
 
@@ -50,7 +54,8 @@ _log = logging.getLogger("bench")
 # arguments and logging
 # ----------------------------------------------------------------------------------------------
 
-def parser(description: str, *, out: str, threads: int = 2, seed: int = 0, quick: bool = False) -> argparse.ArgumentParser:
+def parser(description: str, *, out: str, threads: int = 2, seed: int | None = 0,
+           quick: bool = False) -> argparse.ArgumentParser:
     """An ``ArgumentParser`` with the options every benchmark shares.
 
     Args:
@@ -58,15 +63,17 @@ def parser(description: str, *, out: str, threads: int = 2, seed: int = 0, quick
         out: default results stem, relative to ``benchmarks/results/`` (``judge_summeval`` ->
             ``results/judge_summeval.json`` and ``.md``).
         threads: default of ``--threads`` (torch and llama.cpp threads).
-        seed: default of ``--seed``. quick: add ``--quick`` (a smoke run; its results go to a
-            temporary folder, never over the benchmark's figures).
+        seed: default of ``--seed`` (None: no ``--seed``, for a script with its own ``--seeds``).
+        quick: add ``--quick`` (a smoke run; its results go to a temporary folder, never over the
+            benchmark's figures).
 
     Returns:
         The parser; add the script's own options, then call :func:`setup` on the parsed args.
     """
     ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=threads, help=f"torch / llama.cpp threads (default {threads})")
-    ap.add_argument("--seed", type=int, default=seed, help=f"random seed (default {seed})")
+    if seed is not None:
+        ap.add_argument("--seed", type=int, default=seed, help=f"random seed (default {seed})")
     ap.add_argument("--out", type=Path, default=RESULTS / out,
                     help=f"results stem: writes OUT.json and OUT.md (default results/{out})")
     ap.add_argument("--data-dir", type=Path, default=None,
@@ -263,3 +270,53 @@ def write_results(out: str | Path, data: Mapping, markdown: str | Sequence[str])
 def now() -> str:
     """UTC time stamp for a results file."""
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+
+
+def previous_results(out: str | Path) -> dict:
+    """What an earlier run wrote to ``<out>.json``, or ``{}`` when there is no such file.
+
+    Raises:
+        ValueError: the file is not a JSON object (the message names it; a broken file is never
+            silently treated as no earlier run).
+    """
+    path = Path(out).with_suffix(".json")
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: line {exc.lineno}: not JSON ({exc.msg}); move it away to start afresh") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: not a JSON object of results")
+    return data
+
+
+class Results:
+    """A results file (``<out>.json`` and ``<out>.md``) that a benchmark rewrites as it goes.
+
+    ``data`` is the benchmark's figures (a dict it fills in); :meth:`save` writes them through
+    :func:`write_results` with ``render(data)`` as the report. With ``resume``, the figures an
+    earlier run wrote (:func:`previous_results`) are merged in first: by default its top-level
+    entries replace the fresh ``data``'s (what an earlier run finished is kept); ``merge(data,
+    previous)`` merges otherwise. The earlier figures stay readable as :attr:`previous`.
+
+    Args:
+        out: results stem (``benchmarks/results/student_summeval``).
+        data: the fresh figures' skeleton.
+        render: ``data -> markdown text or lines``.
+        resume: merge an earlier run's figures. merge: the merge rule (changes ``data`` in place).
+    """
+
+    def __init__(self, out: str | Path, data: dict, render: Callable[[dict], str | Sequence[str]], *,
+                 resume: bool = False, merge: Callable[[dict, dict], None] | None = None):
+        self.path = Path(out)
+        self.data = data
+        self.render = render
+        self.previous = previous_results(out) if resume else {}
+        if self.previous:
+            (merge or (lambda d, p: d.update(p)))(self.data, self.previous)
+
+    def save(self) -> tuple[Path, Path]:
+        """Write ``<out>.json`` and ``<out>.md`` now (atomically); return both paths."""
+        return write_results(self.path, self.data, self.render(self.data))
+
