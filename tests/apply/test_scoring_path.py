@@ -176,3 +176,18 @@ def test_server_rejects_degenerate_text_with_422(multi_judge, nbest_test):
             assert r.status_code == 422, (i, r.text)
             body = r.json()
             assert body["record"] == "records[1]" and body["field"] == "candidate", body
+
+
+def test_judge_metric_floors_degenerate_candidates_without_asking_the_judge(fake_llm, nbest_test):
+    """MRT with a judge reward: an empty sample gets the rubric's scale minimum, no LLM call (FAKE
+    backend; a metric that judged nothing has no run summary)."""
+    metric = load_metric(f"judge:geval/summeval-coherence@{fake_llm}")
+    assert metric.scales == {"judge.coherence": (1.0, 5.0)}
+    rec = _recs(nbest_test, 1)[0]
+    got = metric.score([dict(rec, id="a", candidate=""), dict(rec, id="b", candidate="\x00"), dict(rec, id="c")])
+    assert got["judge.coherence"][:2] == [1.0, 1.0]
+    assert got["judge.coherence"][2] is not None and 1.0 <= got["judge.coherence"][2] <= 5.0
+    assert metric.last_summary is not None  # the real candidate was judged
+    only_bad = load_metric(f"judge:geval/summeval-coherence@{fake_llm}")
+    assert only_bad.score([dict(rec, candidate="  ")]) == {"judge.coherence": [1.0]}
+    assert only_bad.last_summary is None  # nothing was sent to the judge

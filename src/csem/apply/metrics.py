@@ -117,6 +117,10 @@ class JudgeMetric:
         rubrics: rubric ids or paths.
         cache: SQLite cache file (recommended: reranking and MERT re-score the same candidates).
         options: further keyword arguments of :func:`judge_records` (``mode``, ``n`` ...).
+
+    A degenerate candidate (empty, whitespace only, or holding a NUL character:
+    :func:`csem.model.scoring.degenerate_reason`) is never sent to the judge: it gets the minimum of
+    each rubric's scale, as a student's scoring path gives it (``scales``: column -> ``(min, max)``).
     """
 
     def __init__(self, judge: str, rubrics: Sequence[str], *, cache: str | Path | None = None, **options: Any):
@@ -125,7 +129,10 @@ class JudgeMetric:
 
         self.judge, self.rubric_ids = judge, list(rubrics)
         self.rubrics = load_rubrics(",".join(self.rubric_ids))
-        self.columns = [str(c) for c in rubric_columns(self.rubrics).values()]
+        cols = rubric_columns(self.rubrics)
+        self.columns = [str(c) for c in cols.values()]
+        by_id = {r.id: r for r in self.rubrics}
+        self.scales = {str(c): (float(by_id[rid].scale.min), float(by_id[rid].scale.max)) for (rid, _), c in cols.items()}
         self.name = f"judge:{'+'.join(self.rubric_ids)}@{judge}"
         self.needs_reference = any(getattr(r, "uses_reference", False) for r in self.rubrics)
         self.cache, self.options = cache, {"progress": False, **options}
@@ -134,11 +141,18 @@ class JudgeMetric:
     def score(self, records: Sequence[Mapping[str, Any]]) -> Scores:
         from csem.judge import judge_records
 
-        if not records:
-            return {c: [] for c in self.columns}
-        recs = [dict(r, id=str(r.get("id", i))) for i, r in enumerate(records)]
+        from csem.model.scoring import degenerate_reason
+
+        out: Scores = {c: [self.scales[c][0]] * len(records) for c in self.columns}
+        todo = [i for i, r in enumerate(records) if not degenerate_reason(r.get("candidate"))]
+        if not todo:
+            return out
+        recs = [dict(records[i], id=str(records[i].get("id", i))) for i in todo]
         rows, self.last_summary = judge_records(recs, self.rubrics, self.judge, cache=self.cache, **self.options)
-        return {c: [row.get(c) for row in rows] for c in self.columns}
+        for i, row in zip(todo, rows):
+            for c in self.columns:
+                out[c][i] = row.get(c)
+        return out
 
 
 class BaselineMetric:
