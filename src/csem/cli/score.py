@@ -32,10 +32,11 @@ def score(
 ) -> None:
     """Score (source, candidate, reference) records with a learned metric.
 
-    Each head's score is on its label scale as a target (e.g. 1-5) but is not clipped: an
-    unusual text can score outside it. A multi-judge student (--combine heads) also gets each
-    aspect's ensemble column on [0, 1]. An empty, whitespace-only or NUL-containing candidate is
-    refused when the file is read.
+    Each head's score lies inside its label scale (e.g. 1-5): a bounded, strictly increasing map
+    keeps it there without changing any ranking (a student trained with the pairwise loss alone
+    gives relative scores, on no scale). A multi-judge student (--combine heads) also gets each aspect's ensemble
+    column on [0, 1]. An empty, whitespace-only or NUL-containing candidate is refused when the
+    file is read.
     """
     import torch
 
