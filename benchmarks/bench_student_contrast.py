@@ -5,13 +5,14 @@ SummEval; documents sorted by ``doc_id``, 0-49 train, 50-99 test; the system-dis
 systems and tests on the other 6, seeded as there). Every figure is summary-level (per document over its
 systems, averaged over documents and the four aspects) Spearman / Kendall tau-b with the expert means.
 
-Contrast pairs: :func:`csem.data.contrasts.make_pairs` over the TRAINING rows of the split (and each
-training document's first reference as a further candidate), never a test document; no LLM call.
+Contrast pairs: made from the TRAINING rows of the split (and each training document's first reference)
+by :func:`csem.model.contrast.auto_pairs` (``csem train --contrast-per-record``), never from a test
+document; no LLM call.
 
 Stages (``--stages``, default all; each saves as it finishes, ``--resume`` keeps finished work):
   cv       the recipe: grouped cross-validation on the training documents with SYSTEMS held out (3 folds of
-           4 systems, as ``syscv``), one seed, recipes: the old default (no contrast), contrast pretraining
-           only, pretraining + the pairs mixed into label training; chosen by held-out Spearman with the
+           4 systems, as ``syscv``), one seed, recipes: the old default (no contrast) and contrast
+           pretraining with the pairs mixed into label training; chosen by held-out Spearman with the
            GPT-4 labels (never the test documents)
   final    the old default and the chosen contrast recipe on both splits, each over ``--seeds`` seeds
            (mean, sd, min, max), beside the baselines (system prior, extractiveness, overlap features alone)
@@ -45,32 +46,25 @@ import bench_student_summeval as S
 STAGES = ("cv", "final", "sanity", "ties")
 OLD = "old default (no contrast pretraining)"
 RECIPES = {
-    OLD: {"contrast_epochs": 0, "contrast_mix": 0.0, "pairs": 0},
-    "contrast pretraining (1 pair per record and aspect, 1 epoch)": {"contrast_epochs": 1, "contrast_mix": 0.0, "pairs": 1},
-    "contrast pretraining + mixed into label training (weight 0.5)": {"contrast_epochs": 1, "contrast_mix": 0.5, "pairs": 1},
+    OLD: {},
+    # csem train's auto pairs (csem.model.contrast.auto_pairs): 1 per training row and aspect, at most 400
+    "contrast pretraining (400 pairs from the training rows, 1 epoch) + mixed into label training (0.5)":
+        {"contrast_per_record": 1, "contrast_max_pairs": 400, "contrast_epochs": 1, "contrast_mix": 0.5,
+         "contrast_pairs_per_batch": 8},
 }
 COLS = [f"judge.{a}" for a in ASPECTS]
 
 
-def contrast_pairs(train: list[dict], per_record: int, seed: int) -> list[dict]:
-    from csem.data.contrasts import make_pairs, reference_records
-
-    if not per_record:
-        return []
-    refs = [r for r in reference_records(train) if str(r["id"]).endswith("~ref0")]  # one reference per document
-    return make_pairs(train + refs, aspects=ASPECTS, per_record=per_record, seed=seed, include_empty=True)
-
-
 def fit(train: list[dict], recipe: str, seed: int, threads: int):
+    """Train csem train's recipe with the contrast settings of ``recipe`` (pairs made from ``train`` itself
+    by csem.model.contrast.auto_pairs, as ``csem train --contrast-per-record`` does)."""
     from csem.model import ModelConfig, TrainConfig, train as train_model
 
-    r = RECIPES[recipe]
-    pairs = contrast_pairs(train, r["pairs"], seed)
-    tc = TrainConfig(seed=seed, num_threads=threads, contrast_epochs=r["contrast_epochs"], contrast_mix=r["contrast_mix"])
+    tc = TrainConfig(seed=seed, num_threads=threads, **{"contrast_per_record": 0, **RECIPES[recipe]})
     t0 = time.perf_counter()
     model = train_model(train, COLS, "ref-free", config=ModelConfig(name="s"), train_config=tc, label_range=(1, 5),
-                        contrast=pairs or None, judge="gpt-4-0314 (rts, Shen et al. 2023)")
-    return model, time.perf_counter() - t0, len(pairs)
+                        judge="gpt-4-0314 (rts, Shen et al. 2023)")
+    return model, time.perf_counter() - t0, (model.card.get("contrast") or {}).get("pairs", 0)
 
 
 def score(model, recs: list[dict], precision: str = "fp32") -> list[dict]:

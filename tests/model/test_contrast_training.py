@@ -100,3 +100,15 @@ def test_train_cli_contrast_file_and_auto_pairs(tiny_encoder, train_records, tmp
     write_records([dict(p, aspect="style") for p in pairs], tmp_path / "bad.jsonl")
     res = CliRunner().invoke(app, common + ["--out", str(tmp_path / "bad"), "--contrast", str(tmp_path / "bad.jsonl")])
     assert res.exit_code == 2 and "no pair names one of the model's aspects" in res.output
+
+
+def test_auto_pairs_cover_the_aspects_and_respect_the_cap(train_records):
+    from csem.model.contrast import auto_pairs
+
+    specs = [LabelSpec(aspect=a, column=f"judge.{a}", min=1, max=5) for a in ("coherence", "quality")]
+    rows = auto_pairs(train_records, specs, per_record=1, seed=3)
+    assert {r["aspect"] for r in rows} == {"coherence", "quality"}
+    assert any(r["candidate_b"].strip() == "" for r in rows) or any(r["degenerate"] for r in rows)
+    capped = auto_pairs(train_records, specs, per_record=1, seed=3, max_pairs=10)
+    assert len(capped) == 10 and all(r in rows for r in capped)
+    assert auto_pairs(train_records, specs, per_record=1, seed=3) == rows  # seeded

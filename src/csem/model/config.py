@@ -199,7 +199,9 @@ class TrainConfig(BaseModel):
             pairs taught); 0 = off.
         contrast_per_record: with no contrast pairs given, make this many pairs per training record and
             aspect from the training records themselves (:func:`csem.model.contrast.auto_pairs`, no LLM
-            call); 0 = no contrast pairs unless given.
+            call); 0 = no contrast pairs unless given. contrast_max_pairs: at most this many of those
+            made pairs (a seeded random subset; None = all): pretraining costs about one label epoch per
+            ~150 pairs, so the cap bounds its time on large training sets.
         contrast_pairs_per_batch: pairs per contrast batch. contrast_lr: encoder learning rate while
             pretraining (None: ``lr``); the heads use ``head_lr``.
     """
@@ -230,5 +232,6 @@ class TrainConfig(BaseModel):
     contrast_epochs: int = Field(1, ge=0)
     contrast_mix: float = Field(0.0, ge=0)
     contrast_per_record: int = Field(0, ge=0)
+    contrast_max_pairs: int | None = Field(400, ge=1)
     contrast_pairs_per_batch: int = Field(16, ge=1)
     contrast_lr: float | None = Field(None, gt=0)

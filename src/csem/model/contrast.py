@@ -126,7 +126,7 @@ class PairBatchSampler:
 
 
 def auto_pairs(records: Sequence[Mapping[str, Any]], specs: Sequence[LabelSpec], per_record: int = 1,
-               seed: int = 0) -> list[dict]:
+               seed: int = 0, max_pairs: int | None = None) -> list[dict]:
     """Contrast pairs made from the training records themselves (no LLM call), for the heads of ``specs``.
 
     Each record (and each source's first reference, when the records carry references) yields
@@ -135,6 +135,8 @@ def auto_pairs(records: Sequence[Mapping[str, Any]], specs: Sequence[LabelSpec],
     (coherence, consistency, fluency, relevance) gets its own family's pairs; any other aspect (an
     ``overall`` or ``quality`` rating) gets the pairs of all four families, since each perturbation makes
     a text worse overall.
+
+    ``max_pairs`` keeps a seeded random subset of that many pairs (in their original order).
 
     Returns:
         Pair rows as :func:`contrast_training` reads them (``aspect`` set), possibly empty.
@@ -151,4 +153,7 @@ def auto_pairs(records: Sequence[Mapping[str, Any]], specs: Sequence[LabelSpec],
     if other:
         generic = make_pairs(recs, aspects=list(ASPECTS), per_record=per_record, seed=seed, include_empty=True)
         rows += [dict(p, aspect=a) for a in other for p in generic]
+    if max_pairs is not None and len(rows) > max_pairs:
+        keep = sorted(random.Random(seed).sample(range(len(rows)), max_pairs))
+        rows = [rows[i] for i in keep]
     return rows

@@ -156,7 +156,8 @@ def train(
     if contrast is None and tc.contrast_per_record and preferences is None:
         from csem.model.contrast import auto_pairs
 
-        contrast = auto_pairs(recs, config.labels, tc.contrast_per_record, seed=tc.seed) or None
+        contrast = auto_pairs(recs, config.labels, tc.contrast_per_record, seed=tc.seed,
+                              max_pairs=tc.contrast_max_pairs) or None
     if contrast:
         contrast_loader = _contrast_loader(contrast, config, tc, builder)
         if tc.contrast_epochs:
