@@ -1,0 +1,416 @@
+"""Does the student learn its own teacher as the teacher's labels grow? (issue 23; CSEM paper Fig. 3)
+
+Data: the teacher pool (``benchmarks/data/teacher_pool/``, built and judged by ``teacher_pool.py`` and
+``teacher_pool_judge.sh``): the existing summaries of SummEval, REALSumm, Newsroom and QAGS, judged by
+one local LLM judge with one rubric through ``csem annotate`` (probs mode). The pool is split by
+article: the held-out test pool (articles of SummEval, REALSumm, Newsroom drawn at random) and the
+training candidates in judging order, interleaved across the datasets, so the training pool of N
+labels is the first N judged training candidates (nested pools).
+
+For each pool size and seed the default student (``csem train``'s defaults: ``ModelConfig()`` and
+``TrainConfig()``, MiniLM, reference-free) is trained on the teacher's scores and scored on the test
+pool. Every figure is a correlation **with the teacher** on the test pool: summary-level (within each
+source over its candidates, averaged over sources; :func:`csem.meta.correlation.column_correlations`;
+QAGS sources hold one summary and cannot enter it) and dataset-level (all test candidates pooled),
+Spearman and Kendall tau-b, mean and sd over seeds. Beside it: trivial baselines against the same
+teacher (length, extractiveness, each overlap feature alone, a least-squares fit of the overlap
+features and the system prior, both on the same training pool), a log-linear fit of the curve, the
+teacher's own agreement with the human scores of each dataset (what is being distilled), and the
+judging speed from the pool's chunk log.
+
+Run:  nice -n 10 python benchmarks/bench_teacher_scale.py [--sizes 250,500,1000,2000] [--seeds 12,13,14]
+Out:  benchmarks/results/teacher_scale.{json,md}
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import time
+from collections import defaultdict
+
+from harness import CACHE, fmt, log, machine, markdown_table, now, parser, setup, write_results
+
+import teacher_pool as tp
+
+SEEDS = (12, 13, 14)
+SIZES = (50, 100, 250, 500, 1000, 2000, 4000)
+LEVELS = ("summary", "dataset")
+METHODS = ("spearman", "kendall")
+FEATURES = ("novel unigram share", "novel bigram share", "novel trigram share", "trigram repetition",
+            "log length")
+
+
+# ----------------------------------------------------------------------------------------------
+# data
+# ----------------------------------------------------------------------------------------------
+
+def load(col: str) -> tuple[list[dict], list[dict], dict]:
+    """``(test, train_in_judging_order, provenance)``: judged candidates as csem records (``doc_id`` =
+    source id, ``system_id``, ``dataset``, ``source``, ``candidate``, ``col`` = the teacher's score,
+    ``human.<aspect>``); candidates the judge left without a score are dropped (counted in the log)."""
+    sources, cands = tp.load_pool()
+    got = tp.judged()
+    prov = json.loads((tp.POOL / "provenance.json").read_text())
+    test, train, missing = [], [], 0
+    for c in cands:
+        j = got.get(c["id"])
+        if j is None:
+            continue
+        if j["score"] is None:
+            missing += 1
+            continue
+        rec = {"id": c["id"], "doc_id": c["source_id"], "system_id": c["system_id"], "dataset": c["dataset"],
+               "source": sources[c["source_id"]]["text"], "candidate": c["candidate"], col: float(j["score"])}
+        rec.update({f"human.{k}": v for k, v in c["human"].items()})
+        (test if c["split"] == "test" else train).append(rec)
+    log(f"pool: {len(cands)} candidates, {len(got)} judged ({missing} without a score), "
+        f"test {len(test)}, train {len(train)}")
+    return test, train, prov
+
+
+def correlations(records: list[dict], metric: str, target: str) -> dict:
+    """``{"summary": {"spearman", "kendall", "n_groups"}, "dataset": {...}}`` through csem's evaluator."""
+    from csem.meta.correlation import column_correlations
+
+    res = column_correlations(records, metric, target, levels=LEVELS, methods=METHODS)
+    out: dict = {}
+    for level in LEVELS:
+        row = {}
+        for m in METHODS:
+            v = res[(level, m)].value
+            row[m] = None if math.isnan(v) else v
+        row["n_groups"] = res[(level, METHODS[0])].n_groups
+        row["n_pairs"] = res[(level, METHODS[0])].n_pairs
+        out[level] = row
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# baselines (against the teacher)
+# ----------------------------------------------------------------------------------------------
+
+def features(records: list[dict]):
+    """The student's overlap features (:func:`csem.model.features.overlap_features` against the
+    source): novel 1/2/3-gram shares, trigram repetition, log length; array (N, 5)."""
+    import numpy as np
+
+    from csem.model.features import overlap_features
+
+    return np.array([overlap_features(r["candidate"], [r["source"]]) for r in records])
+
+
+def fixed_baselines(test: list[dict], col: str) -> dict:
+    """Baselines that need no training: word count, extractiveness (share of the candidate's
+    trigrams found in the source = 1 - novel trigram share), each overlap feature alone (signed)."""
+    x = features(test)
+    rows = [dict(r) for r in test]
+    for r, xi in zip(rows, x):
+        r["metric.length"] = float(len(r["candidate"].split()))
+        r["metric.extractiveness"] = 1.0 - float(xi[2])
+        for k, name in enumerate(FEATURES):
+            r[f"metric.f{k}"] = float(xi[k])
+    out = {"length (words)": correlations(rows, "metric.length", col),
+           "extractiveness (share of the candidate's trigrams found in the source)":
+               correlations(rows, "metric.extractiveness", col)}
+    for k, name in enumerate(FEATURES):
+        out[f"overlap feature alone: {name}"] = correlations(rows, f"metric.f{k}", col)
+    return out
+
+
+def fitted_baselines(train: list[dict], test: list[dict], col: str, x_test) -> dict:
+    """Baselines fitted on the training pool: least squares of the 5 overlap features (+ intercept)
+    on the teacher's scores; the system prior (each test candidate scored by its system's mean
+    teacher score on the training pool; systems unseen in training get the pool mean)."""
+    import numpy as np
+
+    x_tr = np.c_[features(train), np.ones(len(train))]
+    y = np.array([r[col] for r in train])
+    w, *_ = np.linalg.lstsq(x_tr, y, rcond=None)
+    pred = np.c_[x_test, np.ones(len(test))] @ w
+    by: dict = defaultdict(list)
+    for r in train:
+        by[(r["dataset"], r["system_id"])].append(r[col])
+    mean = {k: statistics.fmean(v) for k, v in by.items()}
+    glob = statistics.fmean(y)
+    rows = [dict(r, **{"metric.ls": float(p), "metric.prior": mean.get((r["dataset"], r["system_id"]), glob)})
+            for r, p in zip(test, pred)]
+    return {"overlap features, least squares on the training pool": correlations(rows, "metric.ls", col),
+            "system prior (the system's mean teacher score on the training pool)":
+                correlations(rows, "metric.prior", col)}
+
+
+# ----------------------------------------------------------------------------------------------
+# students
+# ----------------------------------------------------------------------------------------------
+
+#: the contrast-pretraining recipe of issue 24 (``csem train --contrast-per-record 1``): one rule-made
+#: pair per training row (the rubric's aspect's perturbation family, csem.model.contrast.auto_pairs),
+#: ranked for one epoch before the labels; no LLM call
+CONTRAST = {"contrast_per_record": 1, "contrast_epochs": 1, "contrast_mix": 0.0}
+CONTRAST_NAME = "contrast pretraining (1 rule-made pair per row, 1 epoch), then the labels"
+
+
+def train_student(train: list[dict], test: list[dict], col: str, seed: int, threads: int, lower_cache: dict,
+                  options: dict | None = None) -> tuple[dict, float]:
+    """The default student (``csem train`` defaults; ``options``: further TrainConfig fields such as
+    :data:`CONTRAST`) on ``train``; its correlations with the teacher on ``test`` and the training seconds."""
+    from csem.model import ModelConfig, TrainConfig, train as train_model
+
+    t0 = time.perf_counter()
+    cfg = ModelConfig(name="student")
+    tc = TrainConfig(seed=seed, num_threads=threads, **(options or {}))
+    model = train_model(train, [col], "ref-free", config=cfg, train_config=tc, label_range=(1, 5),
+                        lower_cache=lower_cache)
+    secs = time.perf_counter() - t0
+    cols = model.score_columns(test, name="student")
+    (mcol,) = [c for c in cols if not c.endswith(".std")]
+    rows = [dict(r, **{mcol: v}) for r, v in zip(test, cols[mcol])]
+    return correlations(rows, mcol, col), secs
+
+
+def summarise(runs: list[dict]) -> dict:
+    """Mean and sd over seeds of every (level, method)."""
+    out: dict = {}
+    for level in LEVELS:
+        for m in METHODS:
+            vals = [r["corr"][level][m] for r in runs if r["corr"][level][m] is not None]
+            out[f"{level}_{m}"] = statistics.fmean(vals) if vals else None
+            out[f"{level}_{m}_sd"] = statistics.stdev(vals) if len(vals) > 1 else None
+    return out
+
+
+def fit_curve(points: list[tuple[int, float]]) -> dict | None:
+    """``spearman = a + b * ln(labels)`` by least squares (``scipy.optimize.curve_fit``), with R^2 and
+    the labels at which the fit would reach 0.6 and 0.75 (extrapolations)."""
+    if len(points) < 3:
+        return None
+    import numpy as np
+    from scipy.optimize import curve_fit
+
+    x = np.array([p[0] for p in points], dtype=float)
+    y = np.array([p[1] for p in points], dtype=float)
+    (a, b), _ = curve_fit(lambda n, a, b: a + b * np.log(n), x, y, p0=(0.0, 0.05))
+    resid = y - (a + b * np.log(x))
+    r2 = 1 - float(resid @ resid) / float(((y - y.mean()) ** 2).sum()) if len(x) > 2 else None
+    reach = {str(t): (float(math.exp((t - a) / b)) if b > 0 else None) for t in (0.6, 0.75)}
+    return {"form": "spearman = a + b * ln(labels)", "a": float(a), "b": float(b), "r2": r2,
+            "labels_to_reach": reach}
+
+
+# ----------------------------------------------------------------------------------------------
+# the teacher vs the humans
+# ----------------------------------------------------------------------------------------------
+
+def teacher_vs_human(records: list[dict], col: str) -> dict:
+    """The teacher's agreement with each dataset's human scores over every judged candidate of the
+    pool (train and test: judging involves no training): summary-level for SummEval, REALSumm,
+    Newsroom (per aspect); dataset-level for QAGS (one summary per article), per subset."""
+    from csem.meta.correlation import column_correlations
+
+    out: dict = {}
+    by = defaultdict(list)
+    for r in records:
+        key = r["system_id"] if r["dataset"] == "qags" else r["dataset"]
+        by[key].append(r)
+    for key, rows in sorted(by.items()):
+        level = "dataset" if key.startswith("qags") else "summary"
+        aspects = sorted({k.split(".", 1)[1] for r in rows for k in r if k.startswith("human.")})
+        out[key] = {"level": level, "candidates": len(rows), "aspects": {}}
+        for a in aspects:
+            res = column_correlations(rows, col, f"human.{a}", levels=(level,), methods=METHODS)
+            out[key]["aspects"][a] = {m: (None if math.isnan(res[(level, m)].value) else res[(level, m)].value)
+                                      for m in METHODS}
+            out[key]["aspects"][a]["n_groups"] = res[(level, METHODS[0])].n_groups
+    return out
+
+
+def judging_speed() -> dict:
+    """Seconds per judgment from ``judged/chunks.jsonl`` (wall time of each ``csem annotate`` call,
+    model load included, on the shared machine)."""
+    path = tp.POOL / "judged" / "chunks.jsonl"
+    rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
+    rows = [r for r in rows if r.get("seconds")]
+    n = sum(r["candidates"] for r in rows)
+    s = sum(r["seconds"] for r in rows)
+    return {"chunks": len(rows), "candidates": n, "seconds": s, "seconds_per_judgment": s / n if n else None,
+            "per_chunk": [round(r["seconds"] / r["candidates"], 2) for r in rows]}
+
+
+# ----------------------------------------------------------------------------------------------
+# main
+# ----------------------------------------------------------------------------------------------
+
+def contrast_available() -> bool:
+    """Whether ``csem train`` has the contrast-pretraining stage of issue 24 (TrainConfig fields)."""
+    from csem.model import TrainConfig
+
+    return all(k in TrainConfig.model_fields for k in CONTRAST)
+
+
+def main() -> None:
+    ap = parser(__doc__, out="teacher_scale", quick=True)
+    ap.add_argument("--sizes", default=",".join(map(str, SIZES)),
+                    help="training pool sizes (labels); those above the judged training candidates are "
+                         "dropped and the largest judged pool is added")
+    ap.add_argument("--seeds", default=",".join(map(str, SEEDS)))
+    ap.add_argument("--large-seeds", type=int, default=None,
+                    help="at sizes above --large-from, only this many seeds (time budget)")
+    ap.add_argument("--large-from", type=int, default=2000)
+    ap.add_argument("--contrast-sizes", default=None,
+                    help="pool sizes of the contrast-pretraining curve (default: the same sizes; 'none': skip)")
+    args = ap.parse_args()
+    setup(args)
+    t_start = time.time()
+    prov_path = tp.POOL / "provenance.json"
+    prov = json.loads(prov_path.read_text())
+    col = f"judge.{prov['rubric']['aspect']}"
+    test, train, prov = load(col)
+    seeds = [int(s) for s in args.seeds.split(",") if s]
+    sizes = sorted({int(s) for s in args.sizes.split(",") if s and int(s) <= len(train)})
+    if len(train) >= 100 and (not sizes or len(train) > sizes[-1] * 1.1):
+        sizes.append(len(train))
+    if args.quick:
+        test, sizes, seeds = test[:60], [s for s in (40,) if s <= len(train)], seeds[:1]
+    if len(test) < 1000 and not args.quick:
+        log(f"note: the test pool has {len(test)} judged candidates (target >= 1000)")
+    res: dict = {"meta": {"date": now(), "machine": machine(), "threads": args.threads, "seeds": seeds,
+                          "sizes": sizes, "student": "csem train defaults (ModelConfig(), TrainConfig()): "
+                          "MiniLM bi-encoder, reference-free, label range 1-5"},
+                 "teacher": {"judge": prov["judge"], "rubric": prov["rubric"]["id"],
+                             "rubric_version": prov["rubric"]["version"], "model_sha256": prov["model_sha256"],
+                             "mode": prov["mode"], "column": col},
+                 "test_candidates": len(test),
+                 "test_by_dataset": {d: sum(r["dataset"] == d for r in test) for d in tp.DATASETS},
+                 "train_judged": len(train),
+                 "judging": judging_speed()}
+    log("teacher vs humans")
+    res["teacher_vs_human"] = teacher_vs_human(test + train, col)
+    log("fixed baselines")
+    fixed = fixed_baselines(test, col)
+    x_test = features(test)
+    runs, fitted = [], {}
+    lower_cache: dict = {}
+    for size in sizes:
+        fitted[size] = fitted_baselines(train[:size], test, col, x_test)
+    if args.contrast_sizes == "none" or not contrast_available():
+        contrast_sizes = []
+    elif args.contrast_sizes:
+        contrast_sizes = [s for s in sizes if str(s) in args.contrast_sizes.split(",")]
+    else:
+        contrast_sizes = sizes
+    res["contrast_recipe"] = {"name": CONTRAST_NAME, "train_config": CONTRAST} if contrast_sizes else None
+
+    def curve_of(recipe: str, options: dict | None, curve_sizes: list[int], key: str) -> None:
+        curve = res.setdefault(key, [])
+        for size in curve_sizes:
+            pool = train[:size]
+            use = seeds if args.large_seeds is None or size < args.large_from else seeds[:args.large_seeds]
+            size_runs = []
+            for seed in use:
+                corr, secs = train_student(pool, test, col, seed, args.threads, lower_cache, options)
+                run = {"recipe": recipe, "labels": size, "seed": seed, "corr": corr, "train_seconds": secs}
+                size_runs.append(run)
+                runs.append(run)
+                log(f"{recipe} student, {size} labels, seed {seed}: summary spearman "
+                    f"{fmt(corr['summary']['spearman'])}, dataset {fmt(corr['dataset']['spearman'])} ({secs:.0f} s)")
+            s = summarise(size_runs)
+            curve.append({"labels": size, "spearman": s["summary_spearman"], "sd": s["summary_spearman_sd"],
+                          "seeds": len(size_runs),
+                          **{k: v for k, v in s.items() if not k.startswith("summary_spearman")},
+                          "by_dataset": {d: sum(r["dataset"] == d for r in pool) for d in tp.DATASETS}})
+            res["runs"] = runs
+            write_partial(args, res)
+
+    # interleaved by size so a stopped run still has both curves at the small sizes
+    for size in sizes:
+        curve_of("default", None, [size], "curve")
+        if size in contrast_sizes:
+            curve_of("contrast", CONTRAST, [size], "contrast_curve")
+    res.setdefault("contrast_curve", [])
+    curve = res["curve"]
+    res["fit"] = fit_curve([(c["labels"], c["spearman"]) for c in curve if c["spearman"] is not None])
+    res["contrast_fit"] = fit_curve([(c["labels"], c["spearman"]) for c in res["contrast_curve"]
+                                     if c["spearman"] is not None])
+    largest = sizes[-1] if sizes else None
+    base = dict(fixed)
+    if largest is not None:
+        base.update(fitted[largest])
+    res["baselines_detail"] = base
+    res["baselines"] = {k: v["summary"]["spearman"] for k, v in base.items()}
+    res["baselines_by_size"] = {str(s): {k: v["summary"]["spearman"] for k, v in b.items()} for s, b in fitted.items()}
+    res["seconds"] = time.time() - t_start
+    write_results(args.out, res, report(res))
+    log(f"wrote {args.out}.json / .md")
+
+
+def write_partial(args, res: dict) -> None:
+    from csem.data.jsonio import write_json
+
+    write_json(CACHE / "teacher_scale.partial.json", res)
+
+
+def report(res: dict) -> list[str]:
+    t = res["teacher"]
+    j = res["judging"]
+    lines = [
+        "# Student vs its own teacher as the teacher's labels grow (issue 23)",
+        "",
+        f"Teacher: `{t['judge']}` (sha256 {t['model_sha256'][:16]}...), rubric `{t['rubric']}` v{t['rubric_version']}, "
+        f"{t['mode']}. Student: {res['meta']['student']}. Test pool: {res['test_candidates']} judged candidates "
+        f"({', '.join(f'{d} {n}' for d, n in res['test_by_dataset'].items() if n)}), articles disjoint from "
+        f"training; {res['train_judged']} judged training candidates. Seeds {res['meta']['seeds']}. "
+        f"{res['meta']['date']}, {res['meta']['machine']}, {res['meta']['threads']} torch threads.",
+        "",
+        f"Judging: {j['candidates']} candidates in {j['chunks']} chunks, "
+        f"{fmt(j['seconds_per_judgment'], 2)} s per judgment (wall time of `csem annotate`, 1 llama.cpp thread "
+        "under `nice -n 5` on a 2-core machine shared with ~7 other jobs).",
+        "",
+        "## Student vs teacher on the test pool",
+        "",
+    ]
+    rows = []
+    for c in res["curve"]:
+        rows.append([c["labels"], c["seeds"], f"{fmt(c['spearman'])} ± {fmt(c['sd'])}",
+                     f"{fmt(c['summary_kendall'])} ± {fmt(c['summary_kendall_sd'])}",
+                     f"{fmt(c['dataset_spearman'])} ± {fmt(c['dataset_spearman_sd'])}",
+                     f"{fmt(c['dataset_kendall'])} ± {fmt(c['dataset_kendall_sd'])}",
+                     fmt(res["baselines_by_size"][str(c["labels"])]
+                         ["overlap features, least squares on the training pool"]),
+                     fmt(res["baselines_by_size"][str(c["labels"])]
+                         ["system prior (the system's mean teacher score on the training pool)"])])
+    lines.append(markdown_table(rows, ["labels", "seeds", "summary Spearman", "summary Kendall", "dataset Spearman",
+                                       "dataset Kendall", "overlap LS (summary ρ)", "system prior (summary ρ)"]))
+    if res.get("contrast_curve"):
+        lines += ["", f"Second curve: {res['contrast_recipe']['name']} (`csem train --contrast-per-record 1`).", ""]
+        rows = [[c["labels"], c["seeds"], f"{fmt(c['spearman'])} ± {fmt(c['sd'])}",
+                 f"{fmt(c['summary_kendall'])} ± {fmt(c['summary_kendall_sd'])}",
+                 f"{fmt(c['dataset_spearman'])} ± {fmt(c['dataset_spearman_sd'])}",
+                 f"{fmt(c['dataset_kendall'])} ± {fmt(c['dataset_kendall_sd'])}"] for c in res["contrast_curve"]]
+        lines.append(markdown_table(rows, ["labels", "seeds", "summary Spearman", "summary Kendall",
+                                           "dataset Spearman", "dataset Kendall"]))
+    for label, f in (("Fit", res.get("fit")), ("Fit of the contrast curve", res.get("contrast_fit"))):
+        if not f:
+            continue
+        lines += ["", f"{label}: spearman = {f['a']:.3f} + {f['b']:.4f} ln(labels), R² {fmt(f['r2'])}; labels to reach "
+                      f"0.6: {fmt(f['labels_to_reach']['0.6'], 0)}, 0.75: {fmt(f['labels_to_reach']['0.75'], 0)} "
+                      "(extrapolations)."]
+    lines += ["", "## Trivial baselines against the same teacher (test pool)", ""]
+    rows = [[k, fmt(v["summary"]["spearman"]), fmt(v["summary"]["kendall"]), fmt(v["dataset"]["spearman"]),
+             fmt(v["dataset"]["kendall"])] for k, v in res["baselines_detail"].items()]
+    lines.append(markdown_table(rows, ["baseline", "summary Spearman", "summary Kendall", "dataset Spearman",
+                                       "dataset Kendall"]))
+    lines += ["", "Fitted baselines use the largest training pool. Single features are signed (a feature the "
+                  "teacher dislikes correlates negatively).", "", "## The teacher vs the humans", ""]
+    rows = []
+    for key, v in res["teacher_vs_human"].items():
+        for a, c in v["aspects"].items():
+            rows.append([key, a, v["level"], v["candidates"], c["n_groups"], fmt(c["spearman"]), fmt(c["kendall"])])
+    lines.append(markdown_table(rows, ["set", "human score", "level", "candidates", "groups", "Spearman", "Kendall"]))
+    lines += ["", f"Total benchmark time {res['seconds'] / 60:.1f} min."]
+    return lines
+
+
+if __name__ == "__main__":
+    main()
