@@ -115,6 +115,8 @@ def test_degenerate_candidates_get_each_scales_minimum(multi_judge, nbest_test):
     res = m.score(recs)
     for r in res[2:]:
         assert r.scores == {a: lo for a, (lo, _) in SCALES.items()}
+    for r in res[:2]:  # real candidates stay strictly inside each scale, so the floor is below every one
+        assert all(lo < r.scores[a] < hi for a, (lo, hi) in SCALES.items()), r.scores
     # the real candidates are scored as without the degenerate ones beside them
     alone = m.score(real)
     for a, b in zip(res[:2], alone):
