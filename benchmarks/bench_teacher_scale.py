@@ -227,15 +227,16 @@ def teacher_vs_human(records: list[dict], col: str) -> dict:
 
 
 def judging_speed() -> dict:
-    """Seconds per judgment from ``judged/chunks.jsonl`` (wall time of each ``csem annotate`` call,
-    model load included, on the shared machine)."""
+    """Seconds per judgment from ``judged/chunks.jsonl``: wall time of each ``csem annotate`` call (model
+    load included, on the shared machine) over the judgments it made (cache hits not counted)."""
     path = tp.POOL / "judged" / "chunks.jsonl"
     rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
-    rows = [r for r in rows if r.get("seconds")]
-    n = sum(r["candidates"] for r in rows)
-    s = sum(r["seconds"] for r in rows)
-    return {"chunks": len(rows), "candidates": n, "seconds": s, "seconds_per_judgment": s / n if n else None,
-            "per_chunk": [round(r["seconds"] / r["candidates"], 2) for r in rows]}
+    timed = [r for r in rows if r.get("seconds") and r.get("new_judgments")]
+    n = sum(r["new_judgments"] for r in timed)
+    s = sum(r["seconds"] for r in timed)
+    return {"chunks": len(rows), "candidates": sum(r["candidates"] for r in rows), "timed_judgments": n,
+            "seconds": s, "seconds_per_judgment": s / n if n else None,
+            "per_chunk": [round(r["seconds"] / r["new_judgments"], 2) for r in timed]}
 
 
 # ----------------------------------------------------------------------------------------------

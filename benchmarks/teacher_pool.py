@@ -233,9 +233,11 @@ def write_chunk(k: int) -> Path:
     return path
 
 
-def compact(k: int, seconds: float | None = None, started: str | None = None, finished: str | None = None) -> Path:
+def compact(k: int, seconds: float | None = None, started: str | None = None, finished: str | None = None,
+            new: int | None = None) -> Path:
     """Keep chunk ``k``'s judgments (``id``, ``score``, ``mass``, ``missing``) as
-    ``judged/chunk-K.jsonl.gz`` and append its timing to ``judged/chunks.jsonl``."""
+    ``judged/chunk-K.jsonl.gz`` and append its timing to ``judged/chunks.jsonl`` (``new``: the
+    judgments the chunk's ``csem annotate`` made, as it reported them; the rest were cache hits)."""
     out = WORK / f"chunk-{k:04d}.judged.jsonl"
     prov = json.loads((out.with_name(out.name + ".judge.json")).read_text())
     (col,) = [c for c in prov["columns"]]
@@ -246,7 +248,8 @@ def compact(k: int, seconds: float | None = None, started: str | None = None, fi
     write_jsonl_gz(dest, keep)
     with (POOL / "judged" / "chunks.jsonl").open("a", encoding="utf-8") as f:
         f.write(json.dumps({"chunk": k, "candidates": len(keep), "missing": sum(r["score"] is None for r in keep),
-                            "seconds": seconds, "started": started, "finished": finished, "column": col}) + "\n")
+                            "new_judgments": new, "seconds": seconds,
+                            "started": started, "finished": finished, "column": col}) + "\n")
     return dest
 
 
@@ -325,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--seconds", type=float, default=None)
     m.add_argument("--started", default=None)
     m.add_argument("--finished", default=None)
+    m.add_argument("--new", type=int, default=None)
     sub.add_parser("status")
     sub.add_parser("n-chunks")
     v = sub.add_parser("provenance")
@@ -337,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     elif a.cmd == "chunk":
         print(write_chunk(a.k))
     elif a.cmd == "compact":
-        print(compact(a.k, a.seconds, a.started, a.finished))
+        print(compact(a.k, a.seconds, a.started, a.finished, a.new))
     elif a.cmd == "status":
         status()
     elif a.cmd == "n-chunks":

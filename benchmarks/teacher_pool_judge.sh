@@ -24,14 +24,17 @@ for k in $(seq "$FIRST" "$LAST"); do
   in=$(python benchmarks/teacher_pool.py chunk "$k") || exit 1
   started=$(date -u +%FT%TZ); t0=$(date +%s.%N)
   csem annotate --data "$in" --out "$WORK/chunk-$kk.judged.jsonl" --rubric "$RUBRIC" --judge "$JUDGE" \
-    --mode probs --cache "$POOL/cache.sqlite" --judge-opt n_threads="$THREADS" --judge-opt n_ctx=8192
-  rc=$?
+    --mode probs --cache "$POOL/cache.sqlite" --judge-opt n_threads="$THREADS" --judge-opt n_ctx=8192 \
+    2>&1 | tee "$WORK/chunk-$kk.log"
+  rc=${PIPESTATUS[0]}
+  # the judgments this call made (the rest were cache hits): "(48 judged, 52 cached, ...)"
+  new=$(tr -s ' \n' ' ' < "$WORK/chunk-$kk.log" | grep -o '[0-9]* judged,' | tail -1 | grep -o '[0-9]*')
   t1=$(date +%s.%N); finished=$(date -u +%FT%TZ)
   if [ "$rc" -ne 0 ] && [ "$rc" -ne 3 ]; then
     echo "chunk $k: csem annotate exited $rc; stopping" >&2
     exit "$rc"
   fi
   python benchmarks/teacher_pool.py compact "$k" --seconds "$(echo "$t1 - $t0" | bc)" \
-    --started "$started" --finished "$finished" || exit 1
+    --started "$started" --finished "$finished" ${new:+--new "$new"} || exit 1
   echo "chunk $k done ($started -> $finished)"
 done
