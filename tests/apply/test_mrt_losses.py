@@ -175,6 +175,21 @@ def test_reward_cache_scores_each_pair_once_and_persists(tmp_path):
     assert not math.isnan(sum(v for v in again(recs) if v is not None))
 
 
+def test_reward_cache_survives_a_line_cut_by_a_kill(tmp_path):
+    """rewards.jsonl is a csem.data.jsonio.JsonlLog: a torn last line is skipped on reading and cut off
+    before the next append, so the rows written after it read back."""
+    path = tmp_path / "rewards.jsonl"
+    cache = RewardCache(lambda recs: [1.0] * len(recs), path, namespace="n")
+    cache([{"doc_id": "a", "candidate": "x"}])
+    with path.open("a") as fh:
+        fh.write('{"key": "torn", "rew')  # the process died here
+    again = RewardCache(lambda recs: [2.0] * len(recs), path, namespace="n")
+    assert again.skipped == 1 and len(again.memo) == 1
+    assert again([{"doc_id": "a", "candidate": "x"}, {"doc_id": "b", "candidate": "y"}]) == [1.0, 2.0]
+    third = RewardCache(lambda recs: [3.0] * len(recs), path, namespace="n")
+    assert third.skipped == 0 and len(third.memo) == 2
+
+
 @pytest.fixture(scope="module")
 def tiny_generator():
     """A tiny random Llama with the real SmolLM2 tokenizer (``tests/tiny_generator.py``): the training

@@ -11,24 +11,29 @@ from typing import Any, Callable, Mapping, Sequence
 
 
 class RewardCache:
-    """Rewards per (source id, candidate text), in memory and appended to a JSONL file.
+    """Rewards per (source id, candidate text), in memory and in an append-only JSONL log
+    (:class:`csem.data.jsonio.JsonlLog`: a line cut by a kill is skipped on reading and cut off before
+    the next append).
 
     ``fn(records) -> list[float | None]`` scores records that miss from the cache; None (a metric
     that gave no score) is cached as None and used as the mean of the other samples' rewards.
+
+    Attributes:
+        hits, misses: rewards reused and computed. skipped: unreadable lines of the log at start.
     """
 
     def __init__(self, fn: Callable[[list[dict]], list[float | None]], path: str | Path | None = None,
                  namespace: str = ""):
+        from csem.data.jsonio import JsonlLog
+
         self.fn, self.path, self.namespace = fn, Path(path) if path else None, namespace
+        self.log = JsonlLog(self.path)
         self.memo: dict[str, float | None] = {}
         self.hits = self.misses = 0
-        if self.path and self.path.exists():
-            for line in self.path.read_text(encoding="utf-8").splitlines():
-                try:
-                    row = json.loads(line)
-                    self.memo[row["key"]] = row["reward"]
-                except (json.JSONDecodeError, KeyError):
-                    continue  # a line cut by a kill
+        for row in self.log.read():
+            if "key" in row and "reward" in row:
+                self.memo[row["key"]] = row["reward"]
+        self.skipped = self.log.skipped
 
     def key(self, source_id: str, candidate: str) -> str:
         """The cache key: sha256 of (namespace = the metric and its weights, source id, candidate)."""
@@ -45,23 +50,12 @@ class RewardCache:
         if todo:
             self.misses += len(todo)
             values = self.fn(list(todo.values()))
-            with (self.path.open("a", encoding="utf-8") if self.path else _Null()) as sink:
+            with self.log:
                 for k, v in zip(todo, values):
                     v = None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
                     self.memo[k] = v
-                    sink.write(json.dumps({"key": k, "reward": v}) + "\n")
+                    self.log.append({"key": k, "reward": v})
         return [self.memo[k] for k in keys]
-
-
-class _Null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
-
-    def write(self, s: str) -> None:
-        pass
 
 
 def reward_identity(reward: Any) -> str:
