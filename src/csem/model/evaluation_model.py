@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
+from csem.data.jsonio import write_json
 from csem.model.card import write_card
 from csem.model.config import ModelConfig
 from csem.model.inference import ScoreResult
@@ -98,7 +99,7 @@ class EvaluationModel:
         folder.mkdir(parents=True, exist_ok=True)
         state = {k: v.detach().cpu().contiguous() for k, v in self.module.state_dict().items()}
         save_file(state, str(folder / WEIGHTS), metadata={"format": "pt", "csem_config": CONFIG})
-        (folder / CONFIG).write_text(self.config.model_dump_json(indent=2), encoding="utf-8")
+        write_json(folder / CONFIG, self.config.model_dump(mode="json"))  # the one JSON writer: atomic, strict
         self.module.encoder.save_files(folder / ENCODER_DIR)
         if self.card:
             write_card(folder, self.card)
