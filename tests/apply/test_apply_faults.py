@@ -272,3 +272,12 @@ def test_train_prints_its_timing_without_progress(nbest_train, tiny_encoder, tmp
     epochs = re.findall(r"^epoch (\d+): .* ([\d.]+) s, ", res.output, flags=re.M)
     assert [e for e, _ in epochs] == ["0", "1"], res.output
     assert re.search(r"trained in [\d.]+ s, [\d.]+ s per epoch", res.output), res.output
+
+
+def test_mrt_nan_reward_weight_is_bad_input_before_any_work(tmp_path):
+    src = tmp_path / "s.jsonl"
+    src.write_text('{"id": "a", "source": "The council met.", "reference": "Council met."}\n')
+    res = CliRunner().invoke(app, ["mrt", "--generator", "smollm2", "--sources", str(src), "--metric", "chrf",
+                                   "--weights", "metric.chrf=nan", "--out", str(tmp_path / "run")])
+    assert res.exit_code == 2 and "finite" in res.output, res.output
+    assert not (tmp_path / "run" / "final").exists()
