@@ -258,6 +258,8 @@ def test_score_and_precision_help_say_what_they_do():
     out = out.replace("│", "").replace("  ", " ")
     assert "lies inside its label scale" in out and "pairwise loss alone" in out
     assert "auto picks" in " ".join(out.split()) and "CPU" in out
+    train = " ".join(CliRunner().invoke(app, ["train", "--help"], terminal_width=80).output.replace("│", " ").split())
+    assert "auto picks bf16 on a CUDA GPU" in train and "fp32 on a CPU" in train
 
 
 def test_train_prints_its_timing_without_progress(nbest_train, tiny_encoder, tmp_path):

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from csem.cli import app, col_option, column_map
+from csem.cli import PRECISION_HELP, app, col_option, column_map
 
 
 class _EpochTimes:
@@ -112,8 +112,7 @@ def train(
     patience: int = typer.Option(3, help="early-stopping patience in epochs (with --dev)"),
     gradient_clip: float = typer.Option(1.0, help="max gradient norm (0 = off)"),
     seed: int = typer.Option(12),
-    precision: str = typer.Option("auto", help="auto | fp32 | bf16 | fp16 (mixed precision; also any Lightning "
-                                  "precision string such as bf16-mixed)"),
+    precision: str = typer.Option("auto", help="mixed precision of training: " + PRECISION_HELP),
     accelerator: str = typer.Option("auto", help="Lightning accelerator: auto | cpu | gpu"),
     devices: str = typer.Option("auto", help="Lightning devices: auto | N"),
     num_nodes: int = typer.Option(1),
