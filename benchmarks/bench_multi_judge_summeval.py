@@ -28,17 +28,13 @@ Out:  benchmarks/results/multi_judge_summeval.json and .md (rewritten after ever
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
+import statistics
 import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+from harness import ASPECTS, Results, aspect_rows, fmt, log, machine, parser, previous_results, setup, \
+    summeval_llm_ratings
 
-ASPECTS = ("coherence", "consistency", "fluency", "relevance")
-RESULTS = Path(__file__).resolve().parent / "results"
 JUDGES = {  # short name -> (judge, method) in the Shen et al. file
     "gpt4": ("gpt-4-0314", "rts"),
     "chatgpt": ("gpt-3.5-turbo-0301", "rts"),
@@ -64,26 +60,14 @@ STUDENTS = (("GPT-4", "none", "mean"), ("ChatGPT", "none", "mean"), ("GPT-4 + Ch
             ("GPT-4 + ChatGPT + Llama-2-70B", "none", "heads"))
 
 
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def summary_corr(records, col):
-    from csem.meta.correlation import correlate
-
-    out = {}
-    for a in ASPECTS:
-        m = [r.get(col(a)) for r in records]
-        h = [r.get(f"human.{a}") for r in records]
-        g = [r["doc_id"] for r in records]
-        out[a] = {"spearman": correlate(m, h, level="summary", method="spearman", groups=g).value,
-                  "kendall": correlate(m, h, level="summary", method="kendall", groups=g).value}
-    out["average"] = {k: sum(out[a][k] for a in ASPECTS) / len(ASPECTS) for k in ("spearman", "kendall")}
-    return out
+def summary_corr(records, col) -> dict:
+    """Summary-level Spearman / Kendall tau-b of ``col(aspect)`` with ``human.<aspect>`` for every
+    aspect and their average (harness.aspect_rows, the one evaluator)."""
+    return aspect_rows(records, col)
 
 
 def _fmt(c):
-    return f"{c['spearman']:.3f} / {c['kendall']:.3f}"
+    return f"{fmt(c.get('spearman'))} / {fmt(c.get('kendall'))}"
 
 
 def _fmt_student(st):
@@ -96,8 +80,6 @@ def _fmt_student(st):
 def seed_mean(per_seed: dict) -> dict:
     """Per-aspect and average Spearman/Kendall averaged over seeds, with the seeds' sd of the average
     Spearman (population sd, ``statistics.pstdev``)."""
-    import statistics
-
     runs = list(per_seed.values())
     out = {a: {k: statistics.fmean(r[a][k] for r in runs) for k in ("spearman", "kendall")}
            for a in (*ASPECTS, "average")}
@@ -109,7 +91,9 @@ def seed_mean(per_seed: dict) -> dict:
 def render_md(d: dict) -> str:
     m = d["meta"]
     lines = ["# Several judges as one teacher (SummEval, published ratings of Shen et al. 2023)", "",
-             f"Run {m['started']} on {m['machine']}; train documents 0-49 ({m['n_train']} summaries), test "
+             f"Run {m['started']} on {m['machine']}"
+             + (" — QUICK MODE (not the benchmark: a few documents, one short student)" if m["args"].get("quick") else "")
+             + f"; train documents 0-49 ({m['n_train']} summaries), test "
              f"documents 50-99 ({m['n_test']} summaries), sorted doc_id. Summary-level Spearman / Kendall tau-b "
              "with the expert means, averaged over the 4 aspects (per-aspect figures in the JSON).", "",
              "| judges | normalisation | teacher (test labels) | system prior | student |", "|---|---|---|---|---|"]
@@ -126,7 +110,7 @@ def render_md(d: dict) -> str:
         for a in ASPECTS:
             t = e["teacher"][a]["spearman"] if e.get("teacher") else None
             s = e["student"][a]["spearman"] if e.get("student") else None
-            cells.append(" / ".join("" if v is None else f"{v:.3f}" for v in (t, s)))
+            cells.append(" / ".join("" if v is None else fmt(v) for v in (t, s)))
         lines.append(f"| {e['set']} | {e['normalise']}{' (' + e['combine'] + ')' if e['combine'] != 'mean' else ''} | "
                      + " | ".join(cells) + " |")
     if m.get("notes"):
@@ -135,10 +119,8 @@ def render_md(d: dict) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=None, help="folder holding summeval/ and summeval_llm_shen2023/ "
-                    "(default: csem's data lookup, CSEM_DATA or ../shared/data)")
-    ap.add_argument("--threads", type=int, default=1)
+    ap = parser(__doc__, out="multi_judge_summeval", threads=1, seed=None, quick=True)
+    ap.add_argument("--data", dest="data_dir", type=Path, help=argparse.SUPPRESS)  # the old name of --data-dir
     ap.add_argument("--seeds", default="12", help="comma-separated training seeds; one student per seed")
     ap.add_argument("--epochs", type=int, default=None, help="default: TrainConfig().max_epochs")
     ap.add_argument("--head-lr", type=float, default=None, help="default: TrainConfig().head_lr")
@@ -151,13 +133,11 @@ def main() -> int:
     ap.add_argument("--recipe", default="csem default (ModelConfig()/TrainConfig())",
                     help="name of the student recipe, written to the notes")
     ap.add_argument("--no-students", action="store_true", help="teacher and system-prior figures only")
-    ap.add_argument("--out", default=str(RESULTS / "multi_judge_summeval"))
     args = ap.parse_args()
-
-    import torch
-
-    torch.set_num_threads(args.threads)
-    from csem.data.datasets import load_summeval_llm_ratings
+    setup(args)
+    if args.quick:  # a smoke run: one seed, one student, one epoch, short inputs, a few documents
+        args.seeds, args.epochs, args.max_length = args.seeds.split(",")[0], 1, 64
+    from csem.baselines import system_prior
     from csem.model import ModelConfig, TrainConfig, train
     from csem.model.labels import ensemble_scores, prepare_labels
 
@@ -187,21 +167,18 @@ def main() -> int:
               "csem_tree": (tree.stdout.strip() or "unknown") + changed}
     code = {"csem": (rev.stdout.strip() or "unknown") + changed, "csem_path": str(src)}
 
-    base = Path(args.data) if args.data else None
     recs: dict[str, dict] = {}
     for short, (judge, method) in JUDGES.items():
-        rows = load_summeval_llm_ratings(base / "summeval_llm_shen2023" if base else None, judge=judge, method=method)
-        for r in rows:
+        for r in summeval_llm_ratings(args.data_dir, judge=judge, method=method):
             rec = recs.setdefault(r["id"], {k: v for k, v in r.items() if not k.startswith("judge")})
             for a in ASPECTS:
                 rec[f"judge.{a}@{short}"] = r.get(f"judge.{a}")
     allrecs = list(recs.values())
     docs = sorted({r["doc_id"] for r in allrecs})
-    train_docs, test_docs = set(docs[:50]), set(docs[50:])
+    train_docs, test_docs = (set(docs[:4]), set(docs[50:53])) if args.quick else (set(docs[:50]), set(docs[50:]))
     train_recs = [r for r in allrecs if r["doc_id"] in train_docs]
     test_recs = [r for r in allrecs if r["doc_id"] in test_docs]
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     notes = [
         "Ratings: Shen et al. 2023 (github.com/DAMO-NLP-SG/LLM_summeval), 1-5 (halves possible), None where a "
         "response states no score (skipped in means, never 0). Combined label = mean of the judges that rated the "
@@ -221,21 +198,17 @@ def main() -> int:
         "Paper (CSEM Sec. IV-C, SummEval, student Spearman): ChatGPT alone 0.442, ChatGPT + text-davinci-003 "
         "0.397 (raw labels).",
     ]
-    data = {"meta": {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-                     "machine": f"{platform.machine()}, {os.cpu_count()} CPUs (shared)", "threads": args.threads,
+    data = {"meta": {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "machine": machine(), "threads": args.threads,
                      "n_train": len(train_recs), "n_test": len(test_recs), "args": vars(args), "recipe": recipe,
                      **code, "notes": notes},
             "rows": {}}
-    prev = out.with_suffix(".json")
-    done: dict[str, dict] = {}  # row key -> {seed: summary_corr} of an earlier run with the same recipe and code
-    if prev.exists():
-        old = json.loads(prev.read_text(encoding="utf-8"))
-        if old.get("meta", {}).get("recipe") == recipe:
-            done = {k: dict(v.get("student_seeds") or {}) for k, v in old.get("rows", {}).items()}
-
-    def save():
-        out.with_suffix(".json").write_text(json.dumps(data, indent=2), encoding="utf-8")
-        out.with_suffix(".md").write_text(render_md(data), encoding="utf-8")
+    results = Results(out, data, render_md)
+    old = previous_results(out)
+    # row key -> {seed: summary_corr} of an earlier run with the same recipe and csem source tree
+    done: dict[str, dict] = {}
+    if old.get("meta", {}).get("recipe") == recipe:
+        done = {k: dict(v.get("student_seeds") or {}) for k, v in old.get("rows", {}).items()}
+    save = results.save
 
     plans = [(s, n, "mean") for s in SETS for n in ("none", "zscore", "rank")]
     plans += [("GPT-4 + ChatGPT + Llama-2-70B", n, "heads") for n in ("none", "zscore")]
@@ -250,17 +223,10 @@ def main() -> int:
             te = prepare_labels(test_recs, groups, normalise=norm, combine="mean", label_range=(1, 5))
             entry["teacher"] = summary_corr(te.records, lambda a: te.label_cols[ASPECTS.index(a)])
         tr = prepare_labels(train_recs, groups, normalise=norm, combine=combine, label_range=(1, 5))
-        if combine == "mean":
-            prior_rows = []
-            sys_mean = {}
-            for k, col in enumerate(tr.label_cols):
-                by: dict[str, list[float]] = {}
-                for r in tr.records:
-                    if r.get(col) is not None:
-                        by.setdefault(r["system_id"], []).append(r[col])
-                sys_mean[ASPECTS[k]] = {s: sum(v) / len(v) for s, v in by.items()}
-            for r in test_recs:
-                prior_rows.append(dict(r, **{f"prior.{a}": sys_mean[a].get(r["system_id"]) for a in ASPECTS}))
+        if combine == "mean":  # the system prior of the combined training labels (csem.baselines.system_prior)
+            prior = system_prior(tr.records, test_recs, tr.label_cols)
+            prior_rows = [dict(r, **{f"prior.{a}": prior[col][i] for a, col in zip(ASPECTS, tr.label_cols)})
+                          for i, r in enumerate(test_recs)]
             entry["prior"] = summary_corr(prior_rows, lambda a: f"prior.{a}")
         if done.get(key):  # kept from an earlier run with the same recipe and csem source
             entry["student_seeds"] = done[key]
@@ -272,7 +238,7 @@ def main() -> int:
     if args.no_students:
         todo = []
     else:  # seed by seed, so that a run cut short by a busy machine has every row at the first seeds
-        todo = [(f"{s} | {n} | {c}", seed) for seed in seeds for s, n, c in STUDENTS]
+        todo = [(f"{s} | {n} | {c}", seed) for seed in seeds for s, n, c in STUDENTS[:1 if args.quick else None]]
         assert all(k in data["rows"] for k, _ in todo)
     lower_cache: dict = {}  # frozen lower layers' token states of the training texts, shared by all students
     for key, seed in todo:
