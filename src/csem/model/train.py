@@ -255,6 +255,8 @@ def _pretrain_on_contrast(module, loader, tc: TrainConfig) -> None:
     import time
 
     t0 = time.perf_counter()
+    for name in ("lightning.pytorch", "lightning.fabric"):  # keep the CLI output ours (as in train)
+        logging.getLogger(name).setLevel(logging.WARNING)
     module.preferences = loader.table
     module.contrast_phase = True
     saved_tc = module.train_config
