@@ -63,6 +63,15 @@ def test_rerank_weights_file_faults(nbest_file, tmp_path):
     assert res.exit_code == 2 and "metric.x" in res.output, res.output
 
 
+def test_weights_file_must_cover_every_column():
+    """The check csem rerank and the pipeline's rerank stage run on a weights file."""
+    from csem.apply.tune import check_weights_cover
+
+    check_weights_cover("w.json", {"a": 1.0, "b": 0.0}, ["a", "b"])
+    with pytest.raises(ValueError, match=r"w.json: no weight for score column\(s\) \['b'\]"):
+        check_weights_cover("w.json", {"a": 1.0}, ["a", "b"])
+
+
 def test_parse_weights_refuses_non_finite():
     from csem.apply.reranking import parse_weights
 

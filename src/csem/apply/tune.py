@@ -317,6 +317,20 @@ def load_weights_file(path: str | Path) -> tuple[dict[str, float], str | None]:
     return dict(zip(columns, values)), data.get("normalize")
 
 
+def check_weights_cover(path: str | Path, weights: dict[str, float], columns: list[str]) -> None:
+    """A weights file must weigh every score column being reranked: a column it does not name would
+    silently get weight 0 (a column it names that no metric writes is refused by
+    :func:`csem.apply.reranking.parse_weights`).
+
+    Raises:
+        ValueError: names the file and the columns without a weight.
+    """
+    missing = [c for c in columns if c not in weights]
+    if missing:
+        raise ValueError(f"{path}: no weight for score column(s) {missing}; the file weighs {list(weights)} "
+                         "(tune the weights for these metrics with `csem tune-weights`)")
+
+
 def objective_gains(records: Sequence[dict], objective: str, *, judge_cache=None) -> tuple[list[dict], str]:
     """Per-candidate gains for the tuning objective: the mean of the objective metric's columns
     (or an existing score column). Returns (records with a ``tune.gain`` column, objective name)."""

@@ -39,21 +39,6 @@ def _weights_arg(weights: Optional[str]):
     return weights, None, None
 
 
-def check_file_columns(wfile: Optional[Path], weights, columns: list[str]) -> None:
-    """A weights file must weight exactly the score columns being reranked: a column it does not
-    weigh would silently get weight 0.
-
-    Raises:
-        ValueError: names the columns without a weight.
-    """
-    if wfile is None:
-        return
-    missing = [c for c in columns if c not in weights]
-    if missing:
-        raise ValueError(f"{wfile}: no weight for score column(s) {missing}; the file weighs {list(weights)} "
-                         "(tune the weights for these metrics with `csem tune-weights`)")
-
-
 def _default_scores_path(out: Path) -> Path:
     return out.with_name(out.stem + ".scores" + out.suffix)
 
@@ -92,7 +77,10 @@ def rerank(
         parse_weights(w, [p.split("=", 1)[0].strip() if "=" in p else f"weight {i + 1}" for i, p in enumerate(parts)])
     records = _read(data, col)
     rows, columns = score_specs(records, metric, judge_cache=judge_cache)
-    check_file_columns(wfile, w, columns)
+    if wfile is not None:
+        from csem.apply.tune import check_weights_cover
+
+        check_weights_cover(wfile, w, columns)
     res = rerank_scored(rows, columns, w, normalize or norm_file or "none")
     write_records(res.chosen, out)
     write_records(res.scored, scores_path)

@@ -129,9 +129,11 @@ def run_rerank(records: list[dict], cfg, *, label_cols: Sequence[str], base: Pat
     tuned = None
     wfile = weights_file(cfg)
     if wfile is not None:
-        from csem.apply.tune import load_weights_file
+        from csem.apply.tune import check_weights_cover, load_weights_file
 
-        weights, file_norm = load_weights_file(base / wfile if not wfile.is_absolute() else wfile)
+        wpath = base / wfile if not wfile.is_absolute() else wfile
+        weights, file_norm = load_weights_file(wpath)
+        check_weights_cover(wpath, weights, columns)
         normalize = normalize or file_norm
     elif mert:
         from csem.apply.tune import tune_weights_report
