@@ -85,9 +85,32 @@ class Bench:
         if args.resume and self.path.with_suffix(".json").exists():
             self.data.update(json.loads(self.path.with_suffix(".json").read_text()))
         self.data["meta"].update(run=now(), machine=machine(), threads=args.threads, seeds=args.seeds)
+        self.owned: set[str] = set()  # final-stage recipes this process trains
+        self.touched: set[str] = set()  # top-level keys this process writes (the others are re-read)
 
     def save(self):
-        write_results(self.path, self.data, render(self.data))
+        """Write the results; several processes may run stages at once (``--split``, ``--final-recipes``),
+        so under a lock the file is re-read and only this process's final rows and stages replace it."""
+        import fcntl
+
+        lock = self.path.with_suffix(".lock")
+        with open(lock, "w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            js = self.path.with_suffix(".json")
+            disk = json.loads(js.read_text()) if js.exists() else {}
+            merged = {**disk, **{k: self.data[k] for k in self.touched | {"meta"} if k != "final"}}
+            final = disk.get("final", {})
+            for split, rows in self.data.get("final", {}).items():
+                if not isinstance(rows, dict):
+                    final[split] = rows
+                    continue
+                target = final.setdefault(split, {})
+                for name, rec in rows.items():
+                    if name == "baselines" or name in self.owned:
+                        target[name] = rec
+            merged["final"] = final
+            self.data = {**merged, "final": {k: (dict(v) if isinstance(v, dict) else v) for k, v in final.items()}}
+            write_results(self.path, merged, render(merged))
 
 
 # --------------------------------------------------------------------------------------------- stages
@@ -96,6 +119,7 @@ def stage_cv(b: Bench, train: list[dict]) -> None:
     systems = sorted({r["system_id"] for r in train}, key=lambda s: int(s.lstrip("M")))
     random.Random(args.seed).shuffle(systems)
     folds = [sorted(systems[i::3]) for i in range(3)]
+    b.touched.add("cv")
     cv = b.data["cv"]
     if cv.get("folds") != folds:
         cv.clear()
@@ -146,6 +170,10 @@ def stage_final(b: Bench, train, test) -> None:
     fin = b.data["final"]
     fin["disjoint_systems"] = {"train": a_sys, "test": b_sys}
     seeds = [args.seed + 12 + k for k in range(args.seeds)]
+    if args.split != "both":
+        splits = {args.split: splits[args.split]}
+    names = [OLD if n == "old" else chosen(b) for n in args.final_recipes.split(",")]
+    b.owned.update(names)
     for split, (tr, te) in splits.items():
         rows = fin.setdefault(split, {})
         if "baselines" not in rows:
@@ -157,7 +185,7 @@ def stage_final(b: Bench, train, test) -> None:
             base.update(S.lexical_baselines(tr, te))
             rows["baselines"] = base
             b.save()
-        for name in (OLD, chosen(b)):
+        for name in names:
             rec = rows.setdefault(name, {"seeds": {}})
             for seed in seeds:
                 if str(seed) in rec["seeds"]:
@@ -265,6 +293,7 @@ def stage_sanity(b: Bench, test) -> None:
     from csem.model import EvaluationModel
 
     args = b.args
+    b.touched.update({"sanity", "sanity_aspects"})
     for name in (OLD, chosen(b)):
         path = args.models / f"standard-{slug(name)}"
         if not path.exists():
@@ -285,6 +314,7 @@ def stage_ties(b: Bench, test) -> None:
     if not path.exists():
         return
     model = EvaluationModel.load(path)
+    b.touched.add("precision_ties")
     out = {}
     for prec in ("bf16", "fp32"):
         sc = score(model, [dict(r) for r in test], precision=prec)
@@ -384,6 +414,8 @@ def main() -> int:
     ap.add_argument("--stages", default=",".join(STAGES))
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--split", default="both", choices=["standard", "disjoint", "both"], help="final stage: which split")
+    ap.add_argument("--final-recipes", default="old,chosen", help="final stage: old and/or chosen")
     ap.add_argument("--models", type=Path, default=S.CACHE / "contrast_models")
     args = ap.parse_args()
     setup(args)
