@@ -169,7 +169,9 @@ class BaselineMetric:
             raise ValueError(f"unknown metric '{name}': not a baseline ({', '.join(BASELINES)}), "
                              "a judge ('judge:RUBRIC@URI') or an existing student folder")
         self.name, self.multi_ref = name, multi_ref
-        self.columns = [f"metric.{name}"]
+        from csem.data.columns import metric_column
+
+        self.columns = [metric_column(name)]
         self.needs_reference = True
 
     def score(self, records: Sequence[Mapping[str, Any]]) -> Scores:
