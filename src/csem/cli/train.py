@@ -115,7 +115,7 @@ def train(
     precision: str = typer.Option("auto", help="mixed precision of training: " + PRECISION_HELP),
     accelerator: str = typer.Option("auto", help="Lightning accelerator: auto | cpu | gpu"),
     devices: str = typer.Option("auto", help="Lightning devices: auto | N"),
-    num_nodes: int = typer.Option(1),
+    num_nodes: int = typer.Option(1, help="Lightning num_nodes: machines (with torchrun or SLURM; docs/guides/scale.md)"),
     strategy: str = typer.Option("auto", help="Lightning strategy, e.g. ddp (several processes; CPU: over gloo)"),
     threads: Optional[int] = typer.Option(None, help="torch CPU threads"),
     name: str = typer.Option("csem", help="metric name: scores go to metric.<name>.<aspect>"),
