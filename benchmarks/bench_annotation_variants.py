@@ -28,42 +28,25 @@ Out:  benchmarks/results/annotation_variants.json and .md; judgments cached in
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import platform
 import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+from harness import CACHE, Results, fmt, log, machine, parser, previous_results, setup, summary_row, summeval
 
-HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
-CACHE = HERE / ".cache"
 RUBRICS = {"stars": "csem/summ-coherence-ref-free", "0-100": "csem-100/summ-coherence-ref-free",
            "comparison": "pairwise/summ-coherence-ref-free"}
 
 
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def corr(records, col, gold="human.coherence"):
-    from csem.meta.correlation import correlate
-
-    m = [r.get(col) for r in records]
-    h = [r.get(gold) for r in records]
-    g = [r["doc_id"] for r in records]
-    return {"spearman": correlate(m, h, level="summary", method="spearman", groups=g).value,
-            "kendall": correlate(m, h, level="summary", method="kendall", groups=g).value}
+def corr(records, col, gold="human.coherence") -> dict:
+    """Summary-level Spearman / Kendall tau-b of ``col`` with ``gold`` (harness.summary_row, the one evaluator)."""
+    return summary_row(records, col, gold)
 
 
 def f(c):
     if c is None:
         return "n/a"
     sd = f" (sd {c['sd_spearman']:.3f})" if c.get("sd_spearman") is not None else ""
-    return f"{c['spearman']:.3f} / {c['kendall']:.3f}{sd}"
+    return f"{fmt(c.get('spearman'))} / {fmt(c.get('kendall'))}{sd}"
 
 
 def mean_over_seeds(runs: list[dict]) -> dict:
@@ -79,7 +62,9 @@ def mean_over_seeds(runs: list[dict]) -> dict:
 def render_md(d: dict) -> str:
     m = d["meta"]
     lines = ["# Rating vs comparison, stars vs 0-100 (local judge, SummEval coherence)", "",
-             f"Run {m['started']} on {m['machine']}; judge {m['judge']} ({m['threads']} thread(s), probs mode); "
+             f"Run {m['started']} on {m['machine']}"
+             + (" — QUICK MODE (not the benchmark)" if str(m.get("args", {}).get("quick")) == "True" else "")
+             + f"; judge {m['judge']} ({m['threads']} thread(s), probs mode); "
              f"judged documents: the first {m['docs']} training documents (sorted doc_id), 16 systems each; "
              f"students tested on documents 50-99 ({m['n_test']} summaries). Summary-level Spearman / Kendall "
              "tau-b with the expert means.", "",
@@ -87,7 +72,7 @@ def render_md(d: dict) -> str:
              "| system prior (docs 50-99) | student vs judge stars (test docs) | system prior vs judge stars |",
              "|---|---|---|---|---|---|---|---|"]
     for name, e in d["variants"].items():
-        lines.append(f"| {name} | {e.get('calls', '')} | {e.get('s_per_call', float('nan')):.2f} | {f(e.get('judge'))} | "
+        lines.append(f"| {name} | {e.get('calls', '')} | {fmt(e.get('s_per_call'), 2)} | {f(e.get('judge'))} | "
                      f"{f(e.get('student'))} | {f(e.get('prior'))} | {f(e.get('student_vs_judge'))} | "
                      f"{f(e.get('prior_vs_judge'))} |")
     if d.get("extra"):
@@ -98,7 +83,7 @@ def render_md(d: dict) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = parser(__doc__, out="annotation_variants", threads=1, seed=None, quick=True)
     ap.add_argument("--docs", type=int, default=6, help="judged training documents (first N, sorted doc_id)")
     ap.add_argument("--pairs-per-source", type=int, default=8, help="comparison pairs per article (2 calls each)")
     ap.add_argument("--strategy", default="balanced", help="comparison pair strategy (csem.judge.comparison)")
@@ -106,19 +91,17 @@ def main() -> int:
                     help="the judge's stars on the first N test documents: the students' agreement with the judge")
     ap.add_argument("--seeds", default="12,13,14", help="student seeds (one student each; mean and sd)")
     ap.add_argument("--judge", default="local")
-    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--cache", type=Path, default=CACHE / "annotation_variants.sqlite")
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--no-students", action="store_true")
     ap.add_argument("--test-docs", type=int, default=50, help="students: test on documents 50 .. 50+N-1")
     ap.add_argument("--only", default="stars,0-100,comparison", help="annotations to run, in order")
-    ap.add_argument("--out", default=str(RESULTS / "annotation_variants"))
     args = ap.parse_args()
-
-    import torch
-
-    torch.set_num_threads(args.threads)
-    from csem.data.datasets import load_summeval
+    setup(args)
+    if args.quick:  # a smoke run: one judged and one test document, 4 pairs (the fewest a student takes), one seed, one epoch
+        args.docs, args.judge_test_docs, args.test_docs, args.pairs_per_source = 1, 1, 1, 4
+        args.seeds, args.epochs = args.seeds.split(",")[0], 1
+    from csem.baselines import system_prior
     from csem.judge import judge_records
     from csem.judge.comparison import compare_records, preference_scores
     from csem.llm import get_model
@@ -126,7 +109,7 @@ def main() -> int:
     from csem.model import ModelConfig, TrainConfig, train
     from csem.model.preferences import pairs_to_training
 
-    recs = load_summeval()
+    recs = summeval(args.data_dir)
     docs = sorted({r["doc_id"] for r in recs})
     judged_docs = set(docs[: args.docs])
     test_docs = set(docs[50:50 + args.test_docs])
@@ -135,11 +118,9 @@ def main() -> int:
     judged.sort(key=lambda r: (r["doc_id"], r["system_id"]))
     test = [{k: r[k] for k in keep} for r in recs if r["doc_id"] in test_docs]
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     args.cache.parent.mkdir(parents=True, exist_ok=True)
-    prev = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else {}
-    data = {"meta": {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-                     "machine": f"{platform.machine()}, {os.cpu_count()} CPUs (shared)", "threads": args.threads,
+    prev = previous_results(out)  # a re-run keeps the variants it does not redo
+    data = {"meta": {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "machine": machine(), "threads": args.threads,
                      "judge": args.judge, "docs": args.docs, "n_judged": len(judged), "n_test": len(test),
                      "args": {k: str(v) for k, v in vars(args).items()}, "notes": []},
             "variants": {k: v for k, v in prev.get("variants", {}).items()}, "extra": prev.get("extra", {})}
@@ -164,9 +145,7 @@ def main() -> int:
         "within the noise of so few documents (the judge reaches 0.16 on coherence over 20 documents).",
     ]
 
-    def save():
-        out.with_suffix(".json").write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
-        out.with_suffix(".md").write_text(render_md(data), encoding="utf-8")
+    save = Results(out, data, render_md).save
 
     model = get_model(args.judge, n_threads=args.threads)
     labelled: dict[str, list[dict]] = {}
@@ -178,7 +157,6 @@ def main() -> int:
             rows, s = judge_records(judged, RUBRICS[name], model, cache=args.cache, progress=True)
             labelled[name] = rows
             e["calls"] = s.total
-            lat = [r for r in rows if r.get("judge.coherence") is not None]
             e["missing"] = s.n_missing
             e["mean_mass"] = sum(r.get("judge.coherence.mass") or 0 for r in rows) / len(rows)
             e["judge"] = corr(rows, "judge.coherence")
@@ -240,15 +218,12 @@ def main() -> int:
         return 0
     for name, rows in labelled.items():
         e = data["variants"][name]
-        by: dict[str, list[float]] = {}
-        for r in rows:
-            if r.get("judge.coherence") is not None:
-                by.setdefault(r["system_id"], []).append(r["judge.coherence"])
-        prior = {s: sum(v) / len(v) for s, v in by.items()}
-        e["prior"] = corr([dict(r, p=prior.get(r["system_id"])) for r in test], "p")
+        # the system prior: each test summary scored by its system's mean label on the judged documents
+        prior = system_prior(rows, test, "judge.coherence")["judge.coherence"]
+        e["prior"] = corr([dict(r, p=p) for r, p in zip(test, prior)], "p")
         if judge_stars:
-            e["prior_vs_judge"] = corr([dict(r, p=prior.get(r["system_id"]), j=judge_stars[r["id"]])
-                                        for r in test if r["id"] in judge_stars], "p", gold="j")
+            e["prior_vs_judge"] = corr([dict(r, p=p, j=judge_stars[r["id"]])
+                                        for r, p in zip(test, prior) if r["id"] in judge_stars], "p", gold="j")
         cfg = ModelConfig(name="student", encoder="minilm", mode="ref-free", max_length=512, hidden_sizes=[1024],
                           loss="pairwise")
         vs_experts, vs_judge = [], []
