@@ -156,7 +156,9 @@ def stage_cv(b: Bench, train: list[dict]) -> None:
 
 
 def chosen(b: Bench) -> str:
-    return b.data["cv"].get("chosen") or list(RECIPES)[2]
+    if b.args.assume_chosen:
+        return list(RECIPES)[int(b.args.assume_chosen)]
+    return b.data["cv"].get("chosen") or list(RECIPES)[-1]
 
 
 def stage_final(b: Bench, train, test) -> None:
@@ -416,6 +418,8 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--split", default="both", choices=["standard", "disjoint", "both"], help="final stage: which split")
     ap.add_argument("--final-recipes", default="old,chosen", help="final stage: old and/or chosen")
+    ap.add_argument("--assume-chosen", default="", help="index into RECIPES to use as the chosen recipe before the "
+                    "cv stage has finished (its final rows are kept only if the cv stage chooses the same)")
     ap.add_argument("--models", type=Path, default=S.CACHE / "contrast_models")
     args = ap.parse_args()
     setup(args)
