@@ -30,7 +30,7 @@ import statistics
 import time
 from collections import defaultdict
 
-from harness import CACHE, fmt, log, machine, markdown_table, now, parser, setup, write_results
+from harness import fmt, log, machine, markdown_table, now, parser, setup, write_results
 
 import teacher_pool as tp
 
@@ -322,34 +322,34 @@ def main() -> None:
                           **{k: v for k, v in s.items() if not k.startswith("summary_spearman")},
                           "by_dataset": {d: sum(r["dataset"] == d for r in pool) for d in tp.DATASETS}})
             res["runs"] = runs
-            write_partial(args, res)
+
+    def finish(complete: bool) -> None:
+        """Write the results of the sizes done so far (a stopped run leaves valid files)."""
+        curve = res.setdefault("curve", [])
+        res.setdefault("contrast_curve", [])
+        res["complete"] = complete
+        res["fit"] = fit_curve([(c["labels"], c["spearman"]) for c in curve if c["spearman"] is not None])
+        res["contrast_fit"] = fit_curve([(c["labels"], c["spearman"]) for c in res["contrast_curve"]
+                                         if c["spearman"] is not None])
+        largest = curve[-1]["labels"] if curve else None
+        base = dict(fixed)
+        if largest is not None:
+            base.update(fitted[largest])
+        res["baselines_detail"] = base
+        res["baselines"] = {k: v["summary"]["spearman"] for k, v in base.items()}
+        res["baselines_by_size"] = {str(s): {k: v["summary"]["spearman"] for k, v in b.items()}
+                                    for s, b in fitted.items()}
+        res["seconds"] = time.time() - t_start
+        write_results(args.out, res, report(res))
+        log(f"wrote {args.out}.json / .md" + ("" if complete else " (so far)"))
 
     # interleaved by size so a stopped run still has both curves at the small sizes
     for size in sizes:
         curve_of("default", None, [size], "curve")
         if size in contrast_sizes:
             curve_of("contrast", CONTRAST, [size], "contrast_curve")
-    res.setdefault("contrast_curve", [])
-    curve = res["curve"]
-    res["fit"] = fit_curve([(c["labels"], c["spearman"]) for c in curve if c["spearman"] is not None])
-    res["contrast_fit"] = fit_curve([(c["labels"], c["spearman"]) for c in res["contrast_curve"]
-                                     if c["spearman"] is not None])
-    largest = sizes[-1] if sizes else None
-    base = dict(fixed)
-    if largest is not None:
-        base.update(fitted[largest])
-    res["baselines_detail"] = base
-    res["baselines"] = {k: v["summary"]["spearman"] for k, v in base.items()}
-    res["baselines_by_size"] = {str(s): {k: v["summary"]["spearman"] for k, v in b.items()} for s, b in fitted.items()}
-    res["seconds"] = time.time() - t_start
-    write_results(args.out, res, report(res))
-    log(f"wrote {args.out}.json / .md")
-
-
-def write_partial(args, res: dict) -> None:
-    from csem.data.jsonio import write_json
-
-    write_json(CACHE / "teacher_scale.partial.json", res)
+        finish(complete=False)
+    finish(complete=True)
 
 
 def report(res: dict) -> list[str]:
@@ -409,7 +409,8 @@ def report(res: dict) -> list[str]:
         for a, c in v["aspects"].items():
             rows.append([key, a, v["level"], v["candidates"], c["n_groups"], fmt(c["spearman"]), fmt(c["kendall"])])
     lines.append(markdown_table(rows, ["set", "human score", "level", "candidates", "groups", "Spearman", "Kendall"]))
-    lines += ["", f"Total benchmark time {res['seconds'] / 60:.1f} min."]
+    lines += ["", f"Total benchmark time {res['seconds'] / 60:.1f} min"
+              + ("." if res.get("complete") else " (run stopped before its last pool size).")]
     return lines
 
 
