@@ -49,7 +49,7 @@ except ImportError as exc:  # the optional extra
     raise ImportError("csem's Ray engine needs Ray Data: pip install 'csem[ray]' "
                       "(or pip install 'ray[data]')") from exc
 
-from csem.data.records import RecordError, normalize_record
+from csem.data.records import normalize_record
 from csem.engines.files import check_input, check_output_folder, file_format
 
 
