@@ -109,8 +109,8 @@ class Bench:
                     if name == "baselines" or name in self.owned:
                         target[name] = rec
             merged["final"] = final
-            self.data = {**merged, "final": {k: (dict(v) if isinstance(v, dict) else v) for k, v in final.items()}}
             write_results(self.path, merged, render(merged))
+        self.merged = merged
 
 
 # --------------------------------------------------------------------------------------------- stages
@@ -439,6 +439,8 @@ def main() -> int:
             stage_ties(b, test)
         else:
             raise SystemExit(f"unknown stage {stage}")
+    b.save()
+    b.data = b.merged  # every process's rows, as written
     merge(b)
     return 0
 
