@@ -147,9 +147,20 @@ def fitted_baselines(train: list[dict], test: list[dict], col: str, x_test) -> d
 
 #: the contrast-pretraining recipe of issue 24 (``csem train --contrast-per-record 1``): one rule-made
 #: pair per training row (the rubric's aspect's perturbation family, csem.model.contrast.auto_pairs),
-#: ranked for one epoch before the labels; no LLM call
-CONTRAST = {"contrast_per_record": 1, "contrast_epochs": 1, "contrast_mix": 0.0}
-CONTRAST_NAME = "contrast pretraining (1 rule-made pair per row, 1 epoch), then the labels"
+#: ranked for one epoch before the labels and mixed into label training; no LLM call
+CONTRAST = {"contrast_per_record": 1, "contrast_epochs": 1, "contrast_mix": 0.5}
+NO_CONTRAST = {"contrast_per_record": 0}
+
+
+def second_recipe() -> tuple[str, dict]:
+    """The recipe the second curve trains: without contrast pairs when ``csem train``'s default makes
+    them (issue 24), else the contrast recipe :data:`CONTRAST`."""
+    from csem.model import TrainConfig
+
+    if TrainConfig().contrast_per_record > 0:
+        return "without contrast pairs (contrast_per_record 0: the default before issue 24)", dict(NO_CONTRAST)
+    return ("contrast pretraining (1 rule-made pair per row, 1 epoch, mixed into label training at 0.5)",
+            dict(CONTRAST))
 
 
 def train_student(train: list[dict], test: list[dict], col: str, seed: int, threads: int, lower_cache: dict,
@@ -243,6 +254,12 @@ def judging_speed() -> dict:
 # main
 # ----------------------------------------------------------------------------------------------
 
+def _train_defaults() -> dict:
+    from csem.model import TrainConfig
+
+    return TrainConfig().model_dump(mode="json")
+
+
 def contrast_available() -> bool:
     """Whether ``csem train`` has the contrast-pretraining stage of issue 24 (TrainConfig fields)."""
     from csem.model import TrainConfig
@@ -278,7 +295,8 @@ def main() -> None:
         log(f"note: the test pool has {len(test)} judged candidates (target >= 1000)")
     res: dict = {"meta": {"date": now(), "machine": machine(), "threads": args.threads, "seeds": seeds,
                           "sizes": sizes, "student": "csem train defaults (ModelConfig(), TrainConfig()): "
-                          "MiniLM bi-encoder, reference-free, label range 1-5"},
+                          "MiniLM bi-encoder, reference-free, label range 1-5",
+                          "train_config_default": _train_defaults()},
                  "teacher": {"judge": prov["judge"], "rubric": prov["rubric"]["id"],
                              "rubric_version": prov["rubric"]["version"], "model_sha256": prov["model_sha256"],
                              "mode": prov["mode"], "column": col},
@@ -301,7 +319,8 @@ def main() -> None:
         contrast_sizes = [s for s in sizes if str(s) in args.contrast_sizes.split(",")]
     else:
         contrast_sizes = sizes
-    res["contrast_recipe"] = {"name": CONTRAST_NAME, "train_config": CONTRAST} if contrast_sizes else None
+    second_name, second_options = second_recipe()
+    res["contrast_recipe"] = {"name": second_name, "train_config": second_options} if contrast_sizes else None
 
     def curve_of(recipe: str, options: dict | None, curve_sizes: list[int], key: str) -> None:
         curve = res.setdefault(key, [])
@@ -347,7 +366,7 @@ def main() -> None:
     for size in sizes:
         curve_of("default", None, [size], "curve")
         if size in contrast_sizes:
-            curve_of("contrast", CONTRAST, [size], "contrast_curve")
+            curve_of("second", second_options, [size], "contrast_curve")
         finish(complete=False)
     finish(complete=True)
 
@@ -359,7 +378,11 @@ def report(res: dict) -> list[str]:
         "# Student vs its own teacher as the teacher's labels grow (issue 23)",
         "",
         f"Teacher: `{t['judge']}` (sha256 {t['model_sha256'][:16]}...), rubric `{t['rubric']}` v{t['rubric_version']}, "
-        f"{t['mode']}. Student: {res['meta']['student']}. Test pool: {res['test_candidates']} judged candidates "
+        f"{t['mode']}. Student: {res['meta']['student']}; its TrainConfig: "
+        + ", ".join(f"{k} {res['meta']['train_config_default'][k]}" for k in
+                    ("lr", "batch_size", "max_epochs", "train_layers", "contrast_per_record", "contrast_epochs",
+                     "contrast_mix") if k in res["meta"]["train_config_default"])
+        + f". Test pool: {res['test_candidates']} judged candidates "
         f"({', '.join(f'{d} {n}' for d, n in res['test_by_dataset'].items() if n)}), articles disjoint from "
         f"training; {res['train_judged']} judged training candidates. Seeds {res['meta']['seeds']}. "
         f"{res['meta']['date']}, {res['meta']['machine']}, {res['meta']['threads']} torch threads.",
@@ -384,7 +407,8 @@ def report(res: dict) -> list[str]:
     lines.append(markdown_table(rows, ["labels", "seeds", "summary Spearman", "summary Kendall", "dataset Spearman",
                                        "dataset Kendall", "overlap LS (summary ρ)", "system prior (summary ρ)"]))
     if res.get("contrast_curve"):
-        lines += ["", f"Second curve: {res['contrast_recipe']['name']} (`csem train --contrast-per-record 1`).", ""]
+        opts = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in res["contrast_recipe"]["train_config"].items())
+        lines += ["", f"Second curve: {res['contrast_recipe']['name']} (`csem train {opts}`).", ""]
         rows = [[c["labels"], c["seeds"], f"{fmt(c['spearman'])} ± {fmt(c['sd'])}",
                  f"{fmt(c['summary_kendall'])} ± {fmt(c['summary_kendall_sd'])}",
                  f"{fmt(c['dataset_spearman'])} ± {fmt(c['dataset_spearman_sd'])}",
