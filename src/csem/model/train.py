@@ -159,6 +159,11 @@ def train(
         contrast = auto_pairs(recs, config.labels, tc.contrast_per_record, seed=tc.seed,
                               max_pairs=tc.contrast_max_pairs) or None
     if contrast:
+        if lower_cache is not None and module._lower_cache is lower_cache:
+            # a shared cache (cross-validation folds) would hold states of the pairs' texts computed in
+            # other runs' chunks: the float rounding of their padding then steers training differently
+            # from run to run; with contrast pairs the run keeps a private cache (same result every time)
+            module._lower_cache = {}
         contrast_loader = _contrast_loader(contrast, config, tc, builder)
         if tc.contrast_epochs:
             _pretrain_on_contrast(module, contrast_loader, tc)
