@@ -28,6 +28,8 @@ class _EpochTimes:
                 if msg.startswith("epoch ") and " s, " in msg:
                     outer.epochs += 1
                     typer.echo(msg)
+                elif msg.startswith("contrast pretraining: "):  # the pairs' phase, once, with its time
+                    typer.echo(msg)
 
         self.handler = _Echo(logging.INFO)
 

@@ -326,7 +326,9 @@ class EvaluationModule(L.LightningModule):
         self._epoch_t0 = time.perf_counter()
 
     def on_train_epoch_end(self) -> None:
-        log.info("epoch %d: %d steps so far, %.0f s, encoder %s", self.current_epoch, self.global_step,
+        log.info("%sepoch %d: %d steps so far, %.0f s, encoder %s",
+                 "contrast pretraining " if getattr(self, "contrast_phase", False) else "", self.current_epoch,
+                 self.global_step,
                  time.perf_counter() - getattr(self, "_epoch_t0", time.perf_counter()),
                  "frozen" if self._frozen else "trained")
 
