@@ -48,7 +48,8 @@ def dev_records(shared_data):
 @pytest.fixture(scope="session")
 def trained(train_records, dev_records, tmp_path_factory):
     """A ref-free MiniLM student trained head-only (frozen encoder) for 15 epochs, saved to a folder.
-    Without overlap features: they alone would rank this synthetic set (another article's highlight
+    Without contrast pairs (they train the encoder, which this head-only recipe keeps frozen) and without
+    overlap features: they alone would rank this synthetic set (another article's highlight
     is all novel n-grams), and the tests using it check what the embeddings learn."""
     from csem.model import ModelConfig, TrainConfig, train
 
@@ -56,7 +57,7 @@ def trained(train_records, dev_records, tmp_path_factory):
     model = train(train_records, "judge.quality", "ref-free", out_dir=out,
                   config=ModelConfig(name="tiny", overlap_features=False, **SMALL),
                   train_config=TrainConfig(max_epochs=15, frozen_epochs=15, head_lr=3e-3, batch_size=16,
-                                           patience=15, seed=3),
+                                           patience=15, seed=3, contrast_per_record=0),
                   dev_records=dev_records, label_range=(1, 5), judge="synthetic order", rubric="quality")
     return model, out
 
