@@ -30,7 +30,7 @@ def test_student_metric_scores_keyed_and_in_order(student, nbest_test):
                                                                                      dict(nbest_test[1], id="x")]
     s = m.score(no_ids)["metric.tiny.quality"]
     assert len(s) == 5 and s[3] == pytest.approx(s[0], abs=1e-4) and s[4] == pytest.approx(s[1], abs=1e-4)
-    with pytest.raises(ValueError, match="no head"):
+    with pytest.raises(ValueError, match="no aspect \\['nonsense'\\]; it scores"):
         load_metric(f"{student}#nonsense")
 
 
