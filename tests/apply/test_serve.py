@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -14,6 +11,7 @@ import pytest
 
 from csem.apply.metrics import load_metric
 from csem.apply.server import BackgroundServer, load_test
+from serve_process import csem_serve
 
 
 @pytest.fixture(scope="module")
@@ -83,34 +81,10 @@ def test_load_test_reports_rate_and_percentiles(server, nbest_test):
     assert res.requests_per_s > 0 and 0 < res.p50_ms <= res.p99_ms
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_csem_serve_command_on_loopback(student, nbest_test):
-    port = _free_port()
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    proc = subprocess.Popen([sys.executable, "-m", "csem", "serve", "--model", str(student), "--port", str(port),
-                             "--threads", "1"], stderr=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.time() + 120
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, proc.stderr.read().decode()
-            assert time.time() < deadline, "csem serve did not come up"
-            time.sleep(0.5)
+    with csem_serve("--model", str(student), "--threads", "1") as (url, _proc):
         r = httpx.post(f"{url}/score", json=_body(nbest_test[:3]), timeout=60)
         assert r.status_code == 200 and len(r.json()["results"]) == 3
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def test_csem_serve_usage_errors(tmp_path):

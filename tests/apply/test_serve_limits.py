@@ -3,17 +3,12 @@ loopback server (uvicorn + FastAPI) with the tiny multi-judge student (fast tier
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-
 import httpx
 import pytest
 
 from csem.apply.metrics import load_metric
 from csem.apply.server import BackgroundServer, ServerLimits
+from serve_process import csem_serve
 
 TOKEN = "s3cret-token"
 
@@ -122,35 +117,11 @@ def test_limits_must_be_positive():
         ServerLimits(max_records=0)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_csem_serve_token_from_environment(multi_judge):
-    port = _free_port()
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", CSEM_SERVE_TOKEN=TOKEN)
-    proc = subprocess.Popen([sys.executable, "-m", "csem", "serve", "--model", str(multi_judge), "--port", str(port),
-                             "--threads", "1", "--max-records", "2"], stderr=subprocess.PIPE, stdout=subprocess.PIPE,
-                            env=env)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.time() + 120
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, proc.stderr.read().decode()
-            assert time.time() < deadline, "csem serve did not come up"
-            time.sleep(0.5)
+    with csem_serve("--model", str(multi_judge), "--threads", "1", "--max-records", "2",
+                    env={"CSEM_SERVE_TOKEN": TOKEN}) as (url, proc):
         assert httpx.post(f"{url}/score", json={"records": [_rec()]}, timeout=60).status_code == 401
         assert httpx.post(f"{url}/score", json={"records": [_rec()]}, headers=AUTH, timeout=60).status_code == 200
         assert httpx.post(f"{url}/score", json={"records": [_rec(i) for i in range(3)]}, headers=AUTH,
                           timeout=60).status_code == 413
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
     assert str(multi_judge) not in proc.stderr.read().decode()  # the start-up line names no path either

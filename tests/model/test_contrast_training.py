@@ -100,6 +100,11 @@ def test_train_cli_contrast_file_and_auto_pairs(tiny_encoder, train_records, tmp
     write_records([dict(p, aspect="style") for p in pairs], tmp_path / "bad.jsonl")
     res = CliRunner().invoke(app, common + ["--out", str(tmp_path / "bad"), "--contrast", str(tmp_path / "bad.jsonl")])
     assert res.exit_code == 2 and "no pair names one of the model's aspects" in res.output
+    rows = [dict(p, aspect="quality") for p in pairs]
+    del rows[1]["candidate_b"]
+    write_records(rows, tmp_path / "textless.jsonl")
+    res = CliRunner().invoke(app, common + ["--out", str(tmp_path / "t"), "--contrast", str(tmp_path / "textless.jsonl")])
+    assert res.exit_code == 2 and f"{tmp_path / 'textless.jsonl'}: row 2 lacks candidate_a or candidate_b" in res.output
 
 
 def test_auto_pairs_cover_the_aspects_and_respect_the_cap(train_records):

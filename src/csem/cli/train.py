@@ -175,7 +175,8 @@ def train(
         model = fit(records, label_col, mode=mode, out_dir=out, config=config, train_config=tc,
                     dev_records=dev_records, judge_col=judge_col, normalise=normalise, combine=combine, pairs=pairs,
                     label_range=ranges, provenance=prov, judge=judge, rubric=rubric, where=str(data),
-                    dev_where=str(dev), log=typer.echo, contrast=contrast_rows)
+                    dev_where=str(dev), log=typer.echo, contrast=contrast_rows,
+                    contrast_where=str(contrast))
     if not is_global_zero():  # under DDP (--strategy ddp) the other ranks leave writing to rank 0
         return
     val = model.card.get("validation")

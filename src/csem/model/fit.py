@@ -161,7 +161,7 @@ def fit(records: Sequence[Mapping[str, Any]], label_col: str | Sequence[str], *,
         provenance: Mapping[str, Any] | None = None, judge: str | None = None, rubric: str | None = None,
         notes: str | None = None, where: str = "training data", dev_where: str = "dev data",
         log: Callable[[str], Any] | None = None, lower_cache: dict | None = None,
-        contrast: Sequence[Mapping[str, Any]] | None = None) -> Any:
+        contrast: Sequence[Mapping[str, Any]] | None = None, contrast_where: str = "contrast pairs") -> Any:
     """Train a student on labelled rows: :func:`training_set`, :func:`csem.model.train.train`, the
     card's ``labels`` entry, and (with ``out_dir``, on the main process only under DDP) saving.
 
@@ -173,7 +173,7 @@ def fit(records: Sequence[Mapping[str, Any]], label_col: str | Sequence[str], *,
         config, train_config: :class:`csem.model.ModelConfig` / :class:`csem.model.TrainConfig`
             (None: their defaults, the cross-validated recipe).
         notes: free text for the metric card. log: called with each line of
-            :attr:`TrainingSet.notes` (e.g. ``print``). lower_cache, contrast: see :func:`csem.model.train.train`.
+            :attr:`TrainingSet.notes` (e.g. ``print``). lower_cache, contrast, contrast_where: see :func:`csem.model.train.train`.
 
     Returns:
         The trained :class:`csem.model.EvaluationModel`.
@@ -192,7 +192,8 @@ def fit(records: Sequence[Mapping[str, Any]], label_col: str | Sequence[str], *,
             log(line)
     model = train(ts.records, ts.label_cols, mode, out_dir=None, config=config, train_config=train_config,
                   dev_records=ts.dev_records, label_range=ts.label_range, judge=ts.judge, rubric=ts.rubric,
-                  notes=notes, preferences=ts.preferences, lower_cache=lower_cache, contrast=contrast)
+                  notes=notes, preferences=ts.preferences, lower_cache=lower_cache, contrast=contrast,
+                  contrast_where=contrast_where)
     if ts.card_labels is not None:
         model.card["labels"] = ts.card_labels
     if out_dir is not None and is_global_zero():

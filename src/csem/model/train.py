@@ -80,6 +80,7 @@ def train(
     preferences: Any = None,
     lower_cache: dict | None = None,
     contrast: Sequence[Mapping[str, Any]] | None = None,
+    contrast_where: str = "contrast pairs",
 ) -> EvaluationModel:
     """Train an evaluation model on ``records`` and (if ``out_dir``) save it.
 
@@ -107,6 +108,7 @@ def train(
             (``train_config.contrast_epochs`` epochs, ranking loss Eq. 3; UniEval/BLEURT-style
             pretraining), then on the labels, optionally with the pairs' loss mixed into every step
             (``train_config.contrast_mix``). Pairs of aspects the labels do not have are skipped.
+        contrast_where: the pairs' file, named in errors (a row without a text: ``FILE: row K ...``).
 
     Returns:
         The trained :class:`EvaluationModel` (best dev epoch when a dev set is given, else the last).
@@ -164,7 +166,7 @@ def train(
             # other runs' chunks: the float rounding of their padding then steers training differently
             # from run to run; with contrast pairs the run keeps a private cache (same result every time)
             module._lower_cache = {}
-        contrast_loader = _contrast_loader(contrast, config, tc, builder)
+        contrast_loader = _contrast_loader(contrast, config, tc, builder, contrast_where)
         if tc.contrast_epochs:
             _pretrain_on_contrast(module, contrast_loader, tc)
             if lower_cache is None and not tc.contrast_mix:
@@ -242,12 +244,12 @@ def _cycle(loader):
         yield from loader
 
 
-def _contrast_loader(contrast, config: ModelConfig, tc: TrainConfig, builder):
+def _contrast_loader(contrast, config: ModelConfig, tc: TrainConfig, builder, where: str = "contrast pairs"):
     """A DataLoader of whole contrast pairs (:class:`csem.model.contrast.PairBatchSampler`); its
     ``dataset`` is the pair records and it carries the preference table as ``loader.table``."""
     from csem.model.contrast import PairBatchSampler, contrast_training
 
-    recs, table = contrast_training(contrast, config.labels)
+    recs, table = contrast_training(contrast, config.labels, where=where)
     sampler = PairBatchSampler(recs, tc.contrast_pairs_per_batch, seed=tc.seed)
     loader = torch.utils.data.DataLoader(recs, batch_sampler=sampler, collate_fn=builder, num_workers=0)
     loader.table = table
