@@ -19,7 +19,7 @@ teacher's own agreement with the human scores of each dataset (what is being dis
 judging speed from the pool's chunk log.
 
 Run:  nice -n 10 python benchmarks/bench_teacher_scale.py [--sizes 250,500,1000,2000] [--seeds 12,13,14]
-Out:  benchmarks/results/teacher_scale.{json,md}
+Out:  benchmarks/results/teacher_scale.{json,md,png}
 """
 
 from __future__ import annotations
@@ -359,6 +359,7 @@ def main() -> None:
         res["baselines_by_size"] = {str(s): {k: v["summary"]["spearman"] for k, v in b.items()}
                                     for s, b in fitted.items()}
         res["seconds"] = time.time() - t_start
+        plot(res, f"{args.out}.png")
         write_results(args.out, res, report(res))
         log(f"wrote {args.out}.json / .md" + ("" if complete else " (so far)"))
 
@@ -369,6 +370,25 @@ def main() -> None:
             curve_of("second", second_options, [size], "contrast_curve")
         finish(complete=False)
     finish(complete=True)
+
+
+#: the baselines drawn in the figure (short name -> key of ``res["baselines"]``)
+PLOTTED = {"length": "length (words)",
+           "extractiveness": "extractiveness (share of the candidate's trigrams found in the source)",
+           "overlap LS": "overlap features, least squares on the training pool",
+           "system prior": "system prior (the system's mean teacher score on the training pool)"}
+
+
+def plot(res: dict, path: str) -> None:
+    """``teacher_scale.png``: the curve(s), the fit of the default curve and the trivial baselines."""
+    from csem.report.plots import plot_scaling_curve
+
+    curves = {"default student": res.get("curve") or []}
+    if res.get("contrast_curve"):
+        curves["second recipe"] = res["contrast_curve"]
+    plot_scaling_curve(curves, path, fit=res.get("fit"),
+                       baselines={k: res["baselines"].get(v) for k, v in PLOTTED.items()},
+                       title=f"student vs its teacher ({res['teacher']['judge']}), {res['test_candidates']} test candidates")
 
 
 def report(res: dict) -> list[str]:

@@ -7,7 +7,7 @@ import pytest
 
 from csem.data.datasets import load_summeval_llm_ratings
 from csem.meta import correlation_table, evaluate
-from csem.report import plot_correlations, plot_scatter, to_markdown, to_rich
+from csem.report import plot_correlations, plot_scaling_curve, plot_scatter, to_markdown, to_rich
 
 
 @pytest.fixture(scope="module")
@@ -52,3 +52,12 @@ def test_figures_written_and_errors(result, tmp_path):
     with pytest.raises(ValueError, match="fewer than 2"):
         plot_scatter(recs[:1], "judge.relevance", "human.relevance", tmp_path / "y.png")
     assert isinstance(df, pd.DataFrame)
+
+
+def test_scaling_curve_figure(tmp_path):
+    """The teacher-scale figure: points without a value are left out, the fit and baselines are drawn."""
+    curve = [{"labels": 50, "spearman": 0.31, "sd": 0.03}, {"labels": 500, "spearman": 0.37, "sd": 0.02},
+             {"labels": 1000, "spearman": None, "sd": None}]
+    png = plot_scaling_curve({"default": curve}, tmp_path / "curve.png", baselines={"length": 0.37, "nan": float("nan")},
+                             fit={"a": 0.2, "b": 0.03})
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000

@@ -5,6 +5,8 @@
 * :func:`plot_scatter`: metric score against human score for one aspect (jittered, one colour
   per system), with the dataset-level correlation in the title.
 * :func:`plot_training_curve`: dev correlation per training epoch (the run report's figure).
+* :func:`plot_scaling_curve`: correlation against the number of training labels (mean ± sd over
+  seeds, a log-linear fit, trivial baselines as lines): the CSEM paper's Fig. 3 question.
 """
 
 from __future__ import annotations
@@ -162,6 +164,50 @@ def plot_training_curve(history: Sequence[Mapping], path: str | Path, *, methods
         ax.plot(epochs, [(h.get("mean") or {}).get(method) for h in history], marker="o",
                 label=f"dev {METHOD_SYMBOL.get(method, method)}")
     ax.set_xlabel("epoch")
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    return save_figure(fig, path)
+
+
+def plot_scaling_curve(curves: Mapping[str, Sequence[Mapping]], path: str | Path, *,
+                       baselines: Mapping[str, float] | None = None, fit: Mapping | None = None,
+                       ylabel: str = "summary-level Spearman", title: str = "student vs teacher as labels grow") -> Path:
+    """Correlation against training labels (log x axis); writes a PNG.
+
+    Args:
+        curves: name -> points ``{"labels": int, "spearman": float | None, "sd": float | None}`` (mean and
+            sample sd over seeds; a point without a value is left out), one line with error bars each.
+        path: output file (.png).
+        baselines: name -> a correlation that does not depend on the labels' number, drawn as a dashed
+            horizontal line (e.g. length, extractiveness against the same target).
+        fit: ``{"a", "b"}`` of ``value = a + b ln(labels)`` (drawn over the curves' label range, dotted).
+        ylabel, title: axis label and title.
+
+    Returns:
+        ``path``.
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    xs_all: list[float] = []
+    for name, points in curves.items():
+        pts = [p for p in points if p.get("spearman") is not None]
+        if not pts:
+            continue
+        x = [p["labels"] for p in pts]
+        xs_all += x
+        ax.errorbar(x, [p["spearman"] for p in pts], yerr=[p.get("sd") or 0.0 for p in pts], marker="o",
+                    capsize=3, label=name)
+    if fit and xs_all:
+        grid = np.geomspace(min(xs_all), max(xs_all), 50)
+        ax.plot(grid, fit["a"] + fit["b"] * np.log(grid), ":", color="black",
+                label=f"fit {fit['a']:.3f} + {fit['b']:.3f} ln(labels)")
+    for k, (name, value) in enumerate((baselines or {}).items()):
+        if value is not None and not math.isnan(value):
+            ax.axhline(value, linestyle="--", linewidth=1, color=f"C{(k + 3) % 10}", label=name)
+    ax.set_xscale("log")
+    ax.set_xlabel("training labels")
+    ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
