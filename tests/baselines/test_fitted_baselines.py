@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from csem.baselines import extractiveness, lexical_mlp, overlap_least_squares, system_prior
+from csem.baselines import extractiveness, length, lexical_mlp, overlap_least_squares, system_prior
 from csem.model.features import overlap_features
 
 WORDS = ("river bank money loan water city court judge storm rain police market vote party team goal "
@@ -142,3 +142,9 @@ def test_lexical_mlp_errors(tiny_encoder):
         lexical_mlp([{"id": "r0", "source": "x"}], [], "judge.q", encoder=str(tiny_encoder))
     with pytest.raises(ValueError, match="empty label range"):
         lexical_mlp(_records(6, 0), [], "judge.q", label_range=(3, 3), encoder=str(tiny_encoder))
+
+
+def test_length_counts_words_and_names_a_record_without_a_candidate():
+    assert length([{"candidate": "Two  words"}, {"candidate": ""}, {"candidate": " a b\nc "}]) == [2.0, 0.0, 3.0]
+    with pytest.raises(ValueError, match="record 'r7' has no 'candidate'"):
+        length([{"id": "r7", "source": "x"}])

@@ -83,6 +83,10 @@ def test_every_stage_writes_its_file(finished_run):
     assert state["annotate"]["summary"]["judged"] == len(labelled)
     report = (rd / "report.md").read_text()
     assert "Agreement on held-out sources" in report and "samples/s" in report
+    base = json.loads((rd / "baselines.json").read_text())
+    assert {r["scorer"] for r in base} == {"length", "extractiveness", "system prior"}
+    assert {r["target"] for r in base} == {"judge"} and "Trivial baselines on the same held-out sources" in report
+    assert p.baseline_rows() == base
 
 
 def test_a_run_parses_each_file_of_its_folder_once(finished_run, tmp_path, monkeypatch):
@@ -334,6 +338,26 @@ def test_seeds_cli_prints_the_spread(finished_run, tmp_path):
     res = CliRunner().invoke(app, ["run", str(path), "--run-dir", str(run)])
     assert res.exit_code == 0, res.output
     assert "spread over training seeds" in res.output and "Spearman" in res.output
+
+
+def test_baseline_rows_score_length_extractiveness_and_the_system_prior():
+    """Pure logic on hand-made records: a judge that tracks length gives length a summary-level Spearman of
+    1; extractiveness and the system prior are there with their counts (an unseen system is missing)."""
+    from csem.pipeline.agreement import baseline_rows
+
+    src = "the council voted to close the bridge for repairs on tuesday"
+    def rec(doc, system, cand, score):
+        return {"doc_id": doc, "system_id": system, "source": src, "candidate": cand, "judge.coherence": score}
+    train = [rec("t", "a", "the council voted", 2.0), rec("t", "b", "the council voted to close the bridge", 4.0)]
+    test = [rec(d, s, c, y) for d in ("x", "y") for s, c, y in
+            (("a", "council", 1.0), ("b", "the council voted to close", 3.0), ("new", "a bridge closes for long repairs on tuesday", 5.0))]
+    rows = {(r["scorer"], r["level"]): r for r in baseline_rows(train, test, ["judge.coherence"])}
+    assert rows[("length", "summary")]["spearman"] == pytest.approx(1.0)
+    assert rows[("length", "summary")]["n_groups"] == 2 and rows[("length", "dataset")]["n_pairs"] == 6
+    assert ("extractiveness", "summary") in rows
+    prior = rows[("system prior", "summary")]
+    assert prior["n_missing"] == 2 and prior["spearman"] == pytest.approx(1.0)  # 'new' has no training label
+    assert all(r["aspect"] == "coherence" and r["target"] == "judge" for r in rows.values())
 
 
 def test_seed_spread_skips_undefined_figures_and_bad_seed_lists_are_explained(tmp_path):

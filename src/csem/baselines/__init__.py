@@ -6,7 +6,8 @@ reference-free baselines a learned metric must beat.
   Each takes csem records (``candidate`` + ``reference``: one string or a list) and returns one
   float per record; several references are supported by each.
 * :func:`compute_baselines` adds ``metric.<name>`` columns for the names in :data:`BASELINES`.
-* Reference-free, from ``candidate`` and ``source``: :func:`extractiveness` (nothing fitted);
+* Reference-free, from ``candidate`` (and ``source``): :func:`length` and :func:`extractiveness`
+  (nothing fitted);
   fitted on training labels, returning ``{label column: scores of the test records}``:
   :func:`system_prior` (the system's mean training label), :func:`overlap_least_squares` (the
   overlap features alone, least squares) and :func:`lexical_mlp` (the lexical student's feature
@@ -18,7 +19,7 @@ from __future__ import annotations
 from typing import Callable, Mapping, Sequence
 
 from csem.baselines.bertscore import bertscore
-from csem.baselines.lexical import extractiveness, lexical_mlp, overlap_least_squares
+from csem.baselines.lexical import extractiveness, length, lexical_mlp, overlap_least_squares
 from csem.baselines.prior import system_prior
 from csem.baselines.rouge import rouge, rouge_scores
 from csem.baselines.sacrebleu_metrics import bleu, chrf
@@ -66,5 +67,5 @@ def compute_baselines(records: Sequence[dict], names: Sequence[str], *, multi_re
     return cols
 
 
-__all__ = ["BASELINES", "bertscore", "bleu", "chrf", "compute_baselines", "extractiveness", "lexical_mlp",
+__all__ = ["BASELINES", "bertscore", "bleu", "chrf", "compute_baselines", "extractiveness", "length", "lexical_mlp",
            "overlap_least_squares", "rouge", "rouge_scores", "system_prior"]

@@ -1,6 +1,7 @@
 """Lexical baselines that could explain a student with lexical features: extractiveness, and the
 student's own lexical features fitted alone to the training labels (no encoder).
 
+* :func:`length`: the candidate's number of words (whitespace-separated). Nothing is fitted.
 * :func:`extractiveness`: the share of the candidate's trigrams found in its source, i.e.
   ``1 - novel trigram share`` of :func:`csem.model.features.overlap_features` (See et al. 2017;
   Grusky et al. 2018). Nothing is fitted.
@@ -36,6 +37,28 @@ def _columns(labels: str | Sequence[str]) -> list[str]:
     if not cols:
         raise ValueError("no label column given")
     return cols
+
+
+def length(records: Sequence[Mapping[str, Any]]) -> list[float]:
+    """Number of whitespace-separated words of each candidate (0 for an empty one): the first thing a
+    judge's scores may track (LLM judges favour longer answers; Dubois et al. 2024, length-controlled
+    AlpacaEval).
+
+    Args:
+        records: csem records with a ``candidate`` string.
+
+    Returns:
+        One float per record, >= 0.
+
+    Raises:
+        ValueError: a record without a ``candidate`` string (names its ``id``).
+    """
+    out = []
+    for i, r in enumerate(records):
+        if not isinstance(r.get("candidate"), str):
+            raise ValueError(f"length: record {r.get('id', i)!r} has no 'candidate' string")
+        out.append(float(len(r["candidate"].split())))
+    return out
 
 
 def extractiveness(records: Sequence[Mapping[str, Any]]) -> list[float]:

@@ -46,6 +46,18 @@ def run(
 
     console = Console(width=None if sys.stdout.isatty() else 110)  # a log file gets the whole table
     console.print(t)
+    base = p.baseline_rows()
+    if base:
+        b = Table(title="trivial baselines vs judge, held-out sources (the student should beat these)",
+                  caption="length: words; extractiveness: share of trigrams found in the source; "
+                          "system prior: the system's mean training label")
+        for c in ("aspect", "baseline", "level", "Spearman", "Kendall", "sources", "pairs"):
+            b.add_column(c, no_wrap=True)
+        for r in base:
+            if r["level"] == "summary":
+                b.add_row(r["aspect"], r["scorer"], r["level"], fmt(r.get("spearman")), fmt(r.get("kendall")),
+                          str(r.get("n_groups")), str(r.get("n_pairs")))
+        console.print(b)
     spread = p.seed_spread()
     if spread:
         s = Table(title="spread over training seeds (student vs judge, held-out sources)",

@@ -4,7 +4,8 @@ For every aspect: the student's score column ``metric.<name>.<aspect>`` against 
 ``judge.<aspect>`` and, where present, against ``human.<aspect>``; the judge against the humans
 too. Spearman, Kendall tau-b and Pearson at summary level (per source, averaged) and dataset level
 (pooled), from the one evaluator, :func:`csem.meta.correlation.correlations`; and the spread of
-those figures over students trained with different seeds (:func:`seed_spread`).
+those figures over students trained with different seeds (:func:`seed_spread`); and the same
+figures for the trivial baselines that could explain a student (:func:`baseline_rows`).
 """
 
 from __future__ import annotations
@@ -48,17 +49,22 @@ def agreement_table(records: list[dict], label_cols: list[str], *, human_cols: l
         if human in human_cols or any(r.get(human) is not None for r in records):
             pairs += [("student", student_col(records, aspect), "human", human), ("judge", label, "human", human)]
         for scorer, xcol, target, ycol in pairs:
-            x = [r.get(xcol) for r in records]
-            y = [r.get(ycol) for r in records]
-            values = correlations(x, y, levels=levels, methods=METHODS, groups=groups)
-            for level in levels:
-                row = {"aspect": aspect, "scorer": scorer, "target": target, "level": level}
-                for method in METHODS:
-                    res = values[(level, method)]
-                    row[method] = None if math.isnan(res.value) else round(res.value, 4)
-                    row.update(n_groups=res.n_groups, n_skipped=res.n_skipped, n_pairs=res.n_pairs,
-                               n_missing=res.n_missing)
-                rows.append(row)
+            rows += _rows(aspect, scorer, target, [r.get(xcol) for r in records], [r.get(ycol) for r in records],
+                          groups, levels)
+    return rows
+
+
+def _rows(aspect: str, scorer: str, target: str, x: list, y: list, groups: list, levels: tuple[str, ...]) -> list[dict]:
+    """One agreement row per level: ``x`` (the scorer's values) against ``y`` (the target's)."""
+    values = correlations(x, y, levels=levels, methods=METHODS, groups=groups)
+    rows = []
+    for level in levels:
+        row = {"aspect": aspect, "scorer": scorer, "target": target, "level": level}
+        for method in METHODS:
+            res = values[(level, method)]
+            row[method] = None if math.isnan(res.value) else round(res.value, 4)
+            row.update(n_groups=res.n_groups, n_skipped=res.n_skipped, n_pairs=res.n_pairs, n_missing=res.n_missing)
+        rows.append(row)
     return rows
 
 
@@ -90,3 +96,44 @@ def seed_spread(per_seed: dict[str, list[dict]], methods: tuple[str, ...] = METH
                         "sd": round(statistics.stdev(got), 4) if len(got) > 1 else None,
                         "min": min(got) if got else None, "max": max(got) if got else None, "values": values})
     return out
+
+
+#: the trivial baselines of :func:`baseline_rows`, in their order
+BASELINE_SCORERS = ("length", "extractiveness", "system prior")
+
+
+def baseline_rows(train: list[dict], test: list[dict], label_cols: list[str], *,
+                  levels: tuple[str, ...] = ("summary", "dataset")) -> list[dict]:
+    """Rows of :func:`agreement_table`'s layout (``scorer`` = the baseline, ``target`` = ``judge``) for the
+    trivial baselines on the held-out records: could they explain the student's agreement?
+
+    * ``length``: the candidate's words (:func:`csem.baselines.lexical.length`);
+    * ``extractiveness``: share of its trigrams found in the source (:func:`csem.baselines.lexical.extractiveness`);
+    * ``system prior``: the mean training label of the candidate's system (``system_id``;
+      :func:`csem.baselines.prior.system_prior`; candidates of systems without training labels are
+      left out and counted in ``n_missing``).
+
+    Correlations are signed as computed (a judge that prefers short candidates gives length a negative
+    figure). Records without ``system_id`` give the prior no row.
+
+    Args:
+        train: the training records (with the label columns); test: the held-out records.
+        label_cols: the judge's columns (``judge.<aspect>``). levels: correlation levels.
+
+    Returns:
+        One row per label column, baseline and level.
+    """
+    from csem.baselines import extractiveness, length, system_prior
+
+    scores: dict[str, dict[str, list]] = {"length": {c: length(test) for c in label_cols},
+                                          "extractiveness": {c: extractiveness(test) for c in label_cols}}
+    if test and all(r.get("system_id") is not None for r in test + train):
+        scores["system prior"] = system_prior(train, test, label_cols)
+    groups = [r.get("doc_id") for r in test]
+    rows = []
+    for label in label_cols:
+        y = [r.get(label) for r in test]
+        for name in BASELINE_SCORERS:
+            if name in scores:
+                rows += _rows(aspect_of(label), name, "judge", scores[name][label], y, groups, levels)
+    return rows

@@ -19,6 +19,7 @@ from csem.data.records import read_records
 
 LABELLED = "labelled.jsonl"
 SCORED = "scored.jsonl"
+BASELINES_FILE = "baselines.json"  # the meta_eval stage's trivial baselines (csem.pipeline.agreement.baseline_rows)
 
 
 def _signature(path: Path) -> tuple | None:

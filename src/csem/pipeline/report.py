@@ -17,6 +17,7 @@ from pathlib import Path
 
 from csem.data.records import read_records
 from csem.pipeline.agreement import aspect_of, student_col
+from csem.pipeline.folder import BASELINES_FILE
 from csem.report.plots import plot_scatter, plot_training_curve
 from csem.report.tables import markdown_table
 
@@ -55,6 +56,23 @@ def _seed_rows(run_dir: Path, cfg) -> list[dict]:
     data = json.loads((run_dir / "seeds.json").read_text())
     return [{**r, "values": ", ".join("" if v is None else f"{v:.3f}" for v in r["values"])}
             for r in data["spread"] if r["method"] in ("spearman", "kendall")]
+
+
+def _baseline_lines(run_dir: Path) -> list[str]:
+    """The report's section on the trivial baselines (``baselines.json`` of the meta_eval stage)."""
+    path = run_dir / BASELINES_FILE
+    rows = json.loads(path.read_text()) if path.exists() else []
+    if not rows:
+        return []
+    return [
+        "## Trivial baselines on the same held-out sources",
+        "What could explain the student without any encoder: length (words), extractiveness (share of the "
+        "candidate's trigrams found in the source), the system prior (each candidate scored by its system's "
+        "mean training label). Signed as computed; a student below these has learnt nothing they do not know.",
+        markdown_table(rows, ["aspect", "scorer", "target", "level", "spearman", "kendall", "pearson", "n_groups",
+                              "n_missing"], missing=""),
+        "",
+    ]
 
 
 def _seed_lines(run_dir: Path, cfg) -> list[str]:
@@ -209,6 +227,7 @@ def write_report(run_dir: Path, cfg, state: dict) -> list[Path]:
         "is constant are skipped and counted in n_skipped). Dataset level: all held-out pairs pooled. Kendall is tau-b.",
         "",
     ]
+    lines += _baseline_lines(run_dir)
     lines += _seed_lines(run_dir, cfg)
     lines += _rerank_lines(run_dir, cfg, state)
     lines += _mrt_lines(cfg, state)
@@ -233,6 +252,9 @@ def write_report(run_dir: Path, cfg, state: dict) -> list[Path]:
             body.append(f"<p>{html.escape(line)}</p>")
     cols = ["aspect", "scorer", "target", "level", "spearman", "kendall", "pearson", "n_groups", "n_skipped", "n_pairs"]
     table = _html_table(meta, cols)
+    if (run_dir / BASELINES_FILE).exists():
+        table += ("<h2>Trivial baselines on the same held-out sources</h2>"
+                  + _html_table(json.loads((run_dir / BASELINES_FILE).read_text()), cols))
     seed_rows = _seed_rows(run_dir, cfg)
     if seed_rows:
         table += "<h2>Spread over training seeds</h2>" + _html_table(seed_rows, SEED_COLUMNS)

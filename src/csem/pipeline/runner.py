@@ -14,7 +14,8 @@ compare       only with ``compare``: the judge compares      ``pairs.jsonl``
               pairs of candidates of each training source
 train         train the student on training sources (iii)    ``model/``
 score         score every candidate with the student         ``scored.jsonl``
-meta_eval     student vs judge (and humans) on held-out      ``meta.json``
+meta_eval     student vs judge (and humans) on held-out      ``meta.json``,
+              sources; trivial baselines vs judge            ``baselines.json``
 seeds         only with ``train.seeds``: one student per     ``seeds.json``
               seed, the spread of its agreement
 rerank        only with ``rerank``: the student picks one    ``reranked.jsonl``,
@@ -74,7 +75,7 @@ from csem.data.columns import format_column, score_columns
 from csem.data.jsonio import write_json
 from csem.data.records import read_records, write_records
 from csem.pipeline.config import STAGES, PipelineConfig, load_pipeline, resolve_path
-from csem.pipeline.folder import LABELLED, SCORED, RunFolder
+from csem.pipeline.folder import BASELINES_FILE, LABELLED, SCORED, RunFolder
 from csem.pipeline.state import RunState, fingerprint
 
 console = Console(stderr=True)
@@ -332,12 +333,16 @@ class Pipeline:
         return {"rows": len(recs), "seconds": seconds, "samples_per_second": len(recs) / max(seconds, 1e-9)}
 
     def meta_eval(self) -> dict:
-        from csem.pipeline.agreement import agreement_table
+        from csem.pipeline.agreement import agreement_table, baseline_rows
 
-        recs = [r for r in self.folder.rows(SCORED) if r.get("split") == "test"]
+        rows = self.folder.rows(SCORED)
+        recs = [r for r in rows if r.get("split") == "test"]
         table = agreement_table(recs, self.label_cols(), human_cols=self.cfg.human_cols)
         write_json(self.run_dir / "meta.json", table)
-        return {"test_rows": len(recs), "rows": len(table)}
+        # what the student must beat: length, extractiveness, the system prior (no encoder at all)
+        base = baseline_rows([r for r in rows if r.get("split") == "train"], recs, self.label_cols())
+        write_json(self.run_dir / BASELINES_FILE, base)
+        return {"test_rows": len(recs), "rows": len(table), "baseline_rows": len(base)}
 
     def seeds(self) -> dict:
         """One student per seed in ``train.seeds``, each scored on the held-out sources; writes
@@ -448,6 +453,12 @@ class Pipeline:
                         force=spec.name in forced)
         return json.loads((self.run_dir / "meta.json").read_text())
 
+    def baseline_rows(self) -> list[dict]:
+        """The meta_eval stage's trivial-baseline rows (``baselines.json``; empty before it ran):
+        :func:`csem.pipeline.agreement.baseline_rows`."""
+        path = self.run_dir / BASELINES_FILE
+        return json.loads(path.read_text()) if path.exists() else []
+
     def seed_spread(self) -> list[dict] | None:
         """The seeds stage's spread rows (``seeds.json``), or None without ``train.seeds``."""
         if not self.cfg.train.seeds or not (self.run_dir / "seeds.json").exists():
@@ -513,7 +524,7 @@ STAGE_REGISTRY: tuple[StageSpec, ...] = (
               outputs=lambda c: ["model"]),
     StageSpec("score", "score", settings=lambda p: {}, upstream=lambda c: ["train"], outputs=lambda c: [SCORED]),
     StageSpec("meta_eval", "meta_eval", settings=lambda p: {"human_cols": p.cfg.human_cols},
-              upstream=lambda c: ["score"], outputs=lambda c: ["meta.json"]),
+              upstream=lambda c: ["score"], outputs=lambda c: ["meta.json", BASELINES_FILE]),
     StageSpec("seeds", "seeds", settings=lambda p: {"seeds": p.cfg.train.seeds}, upstream=lambda c: ["meta_eval"],
               outputs=lambda c: ["seeds.json"], enabled=lambda c: bool(c.train.seeds)),
     StageSpec("rerank", "rerank", settings=lambda p: {"rerank": p.cfg.rerank.model_dump()},

@@ -1,0 +1,205 @@
+"""Which student recipe should the main job train? Grouped cross-validation on its training articles
+(issue 24: "the main job's student starts from the pretrained point, so that 90 judged rows are enough
+to learn something").
+
+Data: a finished main-job run folder (``csem run package:summarization.yaml --run-dir DIR``): its
+judged candidates (``labelled.jsonl``) and its train/test split of the 24 articles. Only the
+**training** articles are used to choose: they are split into ``--folds`` groups of articles; for each
+recipe, fold and seed a student is trained (the pipeline's own train settings, the recipe's
+``TrainConfig`` fields on top) on the other folds and scored on the held-out fold; the figure is the
+summary-level Spearman of student vs judge (within each article over its candidates, averaged over
+articles; :func:`csem.meta.correlation.column_correlations`), per aspect, averaged over folds, then mean
+and sd over seeds. The held-out test articles are not read unless ``--test`` is given: then the chosen
+recipes are also trained on all training articles and scored on the test articles, once per seed (the
+figure the main job's seeds stage reports).
+
+Beside the students, the trivial baselines on the same folds: length (words) and extractiveness (share
+of the candidate's trigrams found in the source), signed as the judge prefers them on the training folds.
+
+Run:  python benchmarks/bench_main_job_recipe.py --run-dir /tmp/mainjob [--recipes default,no-contrast,...]
+      [--seeds 12,13,14] [--test 12,13,14,15,16]
+Out:  benchmarks/results/main_job_recipe.{json,md}
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from pathlib import Path
+
+from harness import fmt, log, machine, markdown_table, now, parser, setup, write_results
+
+#: candidate recipes: TrainConfig fields over the pipeline's train.options (csem train's defaults)
+RECIPES: dict[str, dict] = {
+    "default": {},
+    "no-contrast": {"contrast_per_record": 0},
+    "contrast x4": {"contrast_per_record": 4},
+    "3 epochs": {"max_epochs": 3},
+    "contrast x4 + 3 epochs": {"contrast_per_record": 4, "max_epochs": 3},
+    "contrast x4 + 2 contrast epochs + 3 epochs": {"contrast_per_record": 4, "contrast_epochs": 2, "max_epochs": 3},
+}
+
+
+def folds_of(doc_ids: list[str], k: int, seed: int = 0) -> list[list[str]]:
+    """``k`` groups of articles (shuffled with ``seed``, then dealt round-robin)."""
+    ids = sorted(set(doc_ids))
+    random.Random(seed).shuffle(ids)
+    return [ids[i::k] for i in range(k)]
+
+
+def summary_spearman(records: list[dict], metric: str, target: str) -> float | None:
+    from csem.meta.correlation import column_correlations
+
+    v = column_correlations(records, metric, target, levels=("summary",), methods=("spearman",))
+    value = v[("summary", "spearman")].value
+    return None if value != value else value
+
+
+def train_and_score(pipe, train: list[dict], test: list[dict], labels: list[str], recipe: dict, seed: int,
+                    threads: int) -> tuple[dict[str, float | None], float]:
+    """A student with the pipeline's train settings and ``recipe`` on ``train``; its summary-level
+    Spearman with the judge on ``test`` per label column, and the training seconds."""
+    from csem.model import ModelConfig, TrainConfig
+    from csem.model.fit import fit
+
+    t = pipe.cfg.train
+    ranges = pipe.scales()
+    config = ModelConfig(encoder=t.encoder, mode=t.mode, **t.model)
+    tc = TrainConfig(**{**t.options, **recipe, "seed": seed, "num_threads": threads, "progress": False})
+    t0 = time.perf_counter()
+    model = fit(train, labels, mode=t.mode, config=config, train_config=tc,
+                label_range={c: ranges[c] for c in labels if c in ranges} or None)
+    secs = time.perf_counter() - t0
+    cols = model.score_columns(test, name="student")
+    out = {}
+    for label in labels:
+        aspect = label.rsplit(".", 1)[-1]
+        (mcol,) = [c for c in cols if c.endswith("." + aspect)]
+        rows = [dict(r, **{mcol: v}) for r, v in zip(test, cols[mcol])]
+        out[label] = summary_spearman(rows, mcol, label)
+    return out, secs
+
+
+def baselines(train: list[dict], test: list[dict], labels: list[str]) -> dict[str, dict[str, float | None]]:
+    """Length and extractiveness (:mod:`csem.baselines.lexical`), each signed by its summary-level
+    correlation on ``train`` (the sign a user would pick from the training data)."""
+    from csem.baselines import extractiveness, length
+
+    def with_metrics(rows):
+        return [dict(r, **{"metric.length": n, "metric.extractiveness": e})
+                for r, n, e in zip(rows, length(rows), extractiveness(rows))]
+
+    tr, te = with_metrics(train), with_metrics(test)
+    res: dict = {}
+    for name in ("length", "extractiveness"):
+        res[name] = {}
+        for label in labels:
+            sign = summary_spearman(tr, f"metric.{name}", label) or 0.0
+            v = summary_spearman(te, f"metric.{name}", label)
+            res[name][label] = None if v is None else (v if sign >= 0 else -v)
+    return res
+
+
+def mean_sd(values: list[float]) -> tuple[float | None, float | None]:
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return None, None
+    return statistics.fmean(vals), (statistics.stdev(vals) if len(vals) > 1 else None)
+
+
+def main() -> None:
+    ap = parser(__doc__.split("\n")[0], out="main_job_recipe", threads=1, seed=None)
+    ap.add_argument("--run-dir", required=True, help="a finished main-job run folder")
+    ap.add_argument("--pipeline", default="package:summarization.yaml")
+    ap.add_argument("--recipes", default=",".join(RECIPES))
+    ap.add_argument("--seeds", default="12,13,14")
+    ap.add_argument("--folds", type=int, default=3)
+    ap.add_argument("--test", default="", help="seeds for the held-out test articles (chosen recipes only)")
+    ap.add_argument("--test-recipes", default="", help="recipes to score on the test articles "
+                    "(default: the CV winner and 'default')")
+    args = ap.parse_args()
+    setup(args)
+    from csem.pipeline.runner import Pipeline
+
+    pipe = Pipeline.from_file(args.pipeline, run_dir=Path(args.run_dir), progress=False)
+    recs, counts = pipe.labelled()
+    labels = pipe.label_cols()
+    train = [r for r in recs if r.get("split") == "train"]
+    test = [r for r in recs if r.get("split") == "test"]
+    names = [n for n in args.recipes.split(",") if n]
+    seeds = [int(s) for s in args.seeds.split(",") if s]
+    folds = folds_of([r["doc_id"] for r in train], args.folds)
+    log(f"{len(train)} training rows ({len({r['doc_id'] for r in train})} articles, {len(folds)} folds), "
+        f"{len(test)} test rows; labels {labels}; recipes {names}; seeds {seeds}")
+    t_all = time.perf_counter()
+    cv: dict = {}
+    base_cv: dict = {"length": {l: [] for l in labels}, "extractiveness": {l: [] for l in labels}}
+    for fold in folds:
+        held = set(fold)
+        b = baselines([r for r in train if r["doc_id"] not in held], [r for r in train if r["doc_id"] in held], labels)
+        for name in base_cv:
+            for l in labels:
+                base_cv[name][l].append(b[name][l])
+    for name in names:
+        per_seed: dict = {l: [] for l in labels}
+        secs = []
+        for seed in seeds:
+            per_fold: dict = {l: [] for l in labels}
+            for fold in folds:
+                held = set(fold)
+                corr, s = train_and_score(pipe, [r for r in train if r["doc_id"] not in held],
+                                          [r for r in train if r["doc_id"] in held], labels, RECIPES[name], seed,
+                                          args.threads)
+                secs.append(s)
+                for l in labels:
+                    per_fold[l].append(corr[l])
+            for l in labels:
+                per_seed[l].append(mean_sd(per_fold[l])[0])
+            log(f"cv {name} seed {seed}: " + ", ".join(f"{l} {fmt(per_seed[l][-1])}" for l in labels))
+        cv[name] = {"train_config": RECIPES[name], "per_seed": per_seed, "train_seconds": statistics.fmean(secs),
+                    **{l: dict(zip(("mean", "sd"), mean_sd(per_seed[l]))) for l in labels}}
+        cv[name]["average"] = statistics.fmean(cv[name][l]["mean"] for l in labels)
+    chosen = max(cv, key=lambda n: cv[n]["average"])
+    res = {"meta": {"date": now(), "machine": machine(), "threads": args.threads, "run_dir": str(args.run_dir),
+                    "train_rows": len(train), "test_rows": len(test), "folds": [sorted(f) for f in folds],
+                    "seeds": seeds, "labels": labels},
+           "cv": cv, "cv_baselines": {n: {l: mean_sd(v)[0] for l, v in d.items()} for n, d in base_cv.items()},
+           "chosen": chosen}
+    test_seeds = [int(s) for s in args.test.split(",") if s]
+    if test_seeds:
+        which = [n for n in args.test_recipes.split(",") if n] or sorted({chosen, "default"})
+        res["test"] = {}
+        for name in which:
+            per: dict = {l: [] for l in labels}
+            for seed in test_seeds:
+                corr, _ = train_and_score(pipe, train, test, labels, RECIPES[name], seed, args.threads)
+                for l in labels:
+                    per[l].append(corr[l])
+                log(f"test {name} seed {seed}: " + ", ".join(f"{l} {fmt(corr[l])}" for l in labels))
+            res["test"][name] = {"per_seed": per, **{l: dict(zip(("mean", "sd"), mean_sd(per[l]))) for l in labels}}
+        res["test_baselines"] = baselines(train, test, labels)
+    res["meta"]["seconds"] = time.perf_counter() - t_all
+
+    md = ["# Main-job student recipe: grouped cross-validation on the training articles (issue 24)", "",
+          f"Run folder `{args.run_dir}` ({len(train)} training rows, {len(test)} test rows; labels "
+          f"{', '.join(labels)}). {len(folds)} folds of training articles, seeds {seeds}; summary-level Spearman "
+          f"of student vs judge on the held-out fold, averaged over folds, mean ± sd over seeds. "
+          f"{res['meta']['date']}, {machine()}, {args.threads} torch thread(s).", ""]
+    rows = [[n, *[f"{fmt(cv[n][l]['mean'])} ± {fmt(cv[n][l]['sd'])}" for l in labels], fmt(cv[n]["average"]),
+             f"{cv[n]['train_seconds']:.0f}"] for n in names]
+    rows += [[f"baseline: {n}", *[fmt(res["cv_baselines"][n][l]) for l in labels],
+              fmt(statistics.fmean(res["cv_baselines"][n][l] for l in labels)), ""] for n in base_cv]
+    md += [markdown_table(rows, ["recipe", *labels, "average", "s/student"]), "", f"Chosen by CV: **{chosen}**."]
+    if test_seeds:
+        md += ["", f"## Held-out test articles ({len(test)} candidates), seeds {test_seeds}", ""]
+        trows = [[n, *[f"{fmt(d[l]['mean'])} ± {fmt(d[l]['sd'])}" for l in labels]] for n, d in res["test"].items()]
+        trows += [[f"baseline: {n}", *[fmt(d[l]) for l in labels]] for n, d in res["test_baselines"].items()]
+        md += [markdown_table(trows, ["recipe", *labels])]
+    md += ["", f"Total {res['meta']['seconds'] / 60:.1f} min."]
+    write_results(args.out, res, md)
+    log(f"wrote {args.out}.json/.md")
+
+
+if __name__ == "__main__":
+    main()
