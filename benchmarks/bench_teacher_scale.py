@@ -245,9 +245,13 @@ def judging_speed() -> dict:
     timed = [r for r in rows if r.get("seconds") and r.get("new_judgments")]
     n = sum(r["new_judgments"] for r in timed)
     s = sum(r["seconds"] for r in timed)
+    per_chunk = [round(r["seconds"] / r["new_judgments"], 2) for r in timed]
     return {"chunks": len(rows), "candidates": sum(r["candidates"] for r in rows), "timed_judgments": n,
             "seconds": s, "seconds_per_judgment": s / n if n else None,
-            "per_chunk": [round(r["seconds"] / r["new_judgments"], 2) for r in timed]}
+            # the median chunk: a chunk whose process was paused (SIGSTOP while another benchmark timed
+            # itself) or shared its core with more jobs counts once, not by its length
+            "median_seconds_per_judgment": statistics.median(per_chunk) if per_chunk else None,
+            "per_chunk": per_chunk}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -277,7 +281,8 @@ def main() -> None:
                     help="at sizes above --large-from, only this many seeds (time budget)")
     ap.add_argument("--large-from", type=int, default=2000)
     ap.add_argument("--contrast-sizes", default=None,
-                    help="pool sizes of the contrast-pretraining curve (default: the same sizes; 'none': skip)")
+                    help="pool sizes of the second recipe's curve (default: the same sizes; 'max': the largest "
+                         "pool; 'none': skip)")
     args = ap.parse_args()
     setup(args)
     t_start = time.time()
@@ -316,7 +321,8 @@ def main() -> None:
     if args.contrast_sizes == "none" or not contrast_available():
         contrast_sizes = []
     elif args.contrast_sizes:
-        contrast_sizes = [s for s in sizes if str(s) in args.contrast_sizes.split(",")]
+        wanted = args.contrast_sizes.split(",")
+        contrast_sizes = [s for s in sizes if str(s) in wanted or ("max" in wanted and s == sizes[-1])]
     else:
         contrast_sizes = sizes
     second_name, second_options = second_recipe()
@@ -408,8 +414,10 @@ def report(res: dict) -> list[str]:
         f"{res['meta']['date']}, {res['meta']['machine']}, {res['meta']['threads']} torch threads.",
         "",
         f"Judging: {j['candidates']} candidates in {j['chunks']} chunks, "
-        f"{fmt(j['seconds_per_judgment'], 2)} s per judgment (wall time of `csem annotate`, 1 llama.cpp thread "
-        "under `nice -n 5` on a 2-core machine shared with ~7 other jobs).",
+        f"{fmt(j['seconds_per_judgment'], 2)} s per judgment overall, {fmt(j.get('median_seconds_per_judgment'), 2)} s "
+        "in the median chunk (wall time of `csem annotate`, 1 llama.cpp thread under `nice -n 5`, two judging "
+        "processes and other jobs sharing the 2-core machine; some chunks include pauses while other benchmarks "
+        "timed themselves).",
         "",
         "## Student vs teacher on the test pool",
         "",
