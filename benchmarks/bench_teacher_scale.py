@@ -389,9 +389,9 @@ def plot(res: dict, path: str) -> None:
     """``teacher_scale.png``: the curve(s), the fit of the default curve and the trivial baselines."""
     from csem.report.plots import plot_scaling_curve
 
-    curves = {"default student": res.get("curve") or []}
+    curves = {"default student (csem train's defaults)": res.get("curve") or []}
     if res.get("contrast_curve"):
-        curves["second recipe"] = res["contrast_curve"]
+        curves[res["contrast_recipe"]["name"].split(" (")[0]] = res["contrast_curve"]
     plot_scaling_curve(curves, path, fit=res.get("fit"),
                        baselines={k: res["baselines"].get(v) for k, v in PLOTTED.items()},
                        title=f"student vs its teacher ({res['teacher']['judge']}), {res['test_candidates']} test candidates")
