@@ -1,0 +1,155 @@
+"""How much of the teacher's order can any student learn from what a bi-encoder sees? (issue 23)
+
+The teacher-scale benchmark (``bench_teacher_scale.py``) finds the student at the level of the
+candidate's length. This script asks whether that is the student's limit or the teacher's: it fits
+models far cheaper than the student on richer hand-made views of each (source, candidate) pair and
+measures them the same way (summary-level Spearman / Kendall with the teacher on the same held-out test
+pool, the same training pool):
+
+* features: the student's five overlap features (:func:`csem.model.features.overlap_features`), word
+  count, sentence count, ROUGE-1/2/L precision, recall and F1 of the candidate against the source
+  (``rouge-score``), and the cosine between the all-MiniLM-L6-v2 mean-pooled embeddings of source and
+  candidate (the student's own encoder, frozen);
+* models: least squares on all features; scikit-learn's ``HistGradientBoostingRegressor`` on the
+  teacher's score; the same on the score centred per source (summary-level correlation only sees
+  within-source order). Gradient boosting runs without early stopping and is deterministic.
+
+If these reach well above length, the teacher's order is learnable from such views and the student
+falls short; if they stay near it, more labels will not lift the student either.
+
+Run:  python benchmarks/bench_teacher_ceiling.py [--threads 2]
+Out:  benchmarks/results/teacher_ceiling.{json,md}
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+
+from harness import RESULTS, fmt, log, machine, markdown_table, now, parser, setup, write_results
+
+from bench_teacher_scale import correlations, load
+
+VIEWS = ("novel unigram share", "novel bigram share", "novel trigram share", "trigram repetition", "log length",
+         "words", "sentences", *(f"rouge{k} {m}" for k in ("1", "2", "L") for m in ("precision", "recall", "f1")),
+         "MiniLM cosine(source, candidate)")
+
+
+def embed(texts: list[str], threads: int):
+    """Mean-pooled, L2-normalised all-MiniLM-L6-v2 embeddings (N, 384), first 256 tokens."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from csem.assets import resolve_encoder
+
+    torch.set_num_threads(threads)
+    path = resolve_encoder("minilm")
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModel.from_pretrained(path, trust_remote_code=False).eval()
+    out = []
+    with torch.inference_mode():
+        for i in range(0, len(texts), 32):
+            batch = tok(texts[i:i + 32], padding=True, truncation=True, max_length=256, return_tensors="pt")
+            h = model(**batch).last_hidden_state
+            m = batch["attention_mask"].unsqueeze(-1).float()
+            v = (h * m).sum(1) / m.sum(1)
+            out.append(torch.nn.functional.normalize(v, dim=-1))
+    return torch.cat(out).numpy()
+
+
+def featurise(records: list[dict], emb_cache: dict, threads: int):
+    """(N, len(VIEWS)) array of the views above."""
+    import numpy as np
+    from rouge_score import rouge_scorer
+
+    from csem.data.contrasts import split_sentences
+    from csem.model.features import overlap_features
+
+    texts = sorted({t for r in records for t in (r["source"], r["candidate"]) if t not in emb_cache})
+    if texts:
+        for t, v in zip(texts, embed(texts, threads)):
+            emb_cache[t] = v
+    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
+    rows = []
+    for r in records:
+        x = list(overlap_features(r["candidate"], [r["source"]]))
+        x += [len(r["candidate"].split()), len(split_sentences(r["candidate"]))]
+        sc = scorer.score(r["source"], r["candidate"])
+        for k in ("rouge1", "rouge2", "rougeL"):
+            x += [sc[k].precision, sc[k].recall, sc[k].fmeasure]
+        x.append(float(emb_cache[r["source"]] @ emb_cache[r["candidate"]]))
+        rows.append(x)
+    return np.asarray(rows, dtype=float)
+
+
+def main() -> None:
+    ap = parser(__doc__.split("\n")[0], out="teacher_ceiling", threads=2, seed=None)
+    args = ap.parse_args()
+    setup(args)
+    import numpy as np
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    t0 = time.perf_counter()
+    prov = json.loads((RESULTS / "teacher_scale.json").read_text())
+    col = prov["teacher"]["column"]
+    test, train, _ = load(col)
+    largest = max((c["labels"] for c in prov.get("curve", [])), default=len(train))
+    train = train[:largest]  # the student's largest pool (nested pools: the first N judged training candidates)
+    log(f"{len(train)} training, {len(test)} test candidates; featurising")
+    cache: dict = {}
+    x_tr, x_te = featurise(train, cache, args.threads), featurise(test, cache, args.threads)
+    y = np.array([r[col] for r in train])
+    by_src = defaultdict(list)
+    for i, r in enumerate(train):
+        by_src[r["doc_id"]].append(i)
+    centred = y.copy()
+    for idx in by_src.values():
+        centred[idx] -= y[idx].mean()
+    preds = {}
+    a = np.c_[x_tr, np.ones(len(train))]
+    w, *_ = np.linalg.lstsq(a, y, rcond=None)
+    preds["least squares, all views"] = np.c_[x_te, np.ones(len(test))] @ w
+    for name, target in (("gradient boosting on the score", y), ("gradient boosting on the per-source centred score", centred)):
+        gb = HistGradientBoostingRegressor(max_iter=300, learning_rate=0.05, max_leaf_nodes=15, early_stopping=False,
+                                           random_state=0)
+        preds[name] = gb.fit(x_tr, target).predict(x_te)
+    for k, view in enumerate(VIEWS):
+        preds[f"view alone: {view}"] = x_te[:, k]
+    res = {"meta": {"date": now(), "machine": machine(), "threads": args.threads, "train": len(train),
+                    "test": len(test), "teacher": prov["teacher"], "views": list(VIEWS)}, "models": {}}
+    for name, p in preds.items():
+        rows = [dict(r, **{"metric.x": float(v)}) for r, v in zip(test, p)]
+        res["models"][name] = correlations(rows, "metric.x", col)
+    curve = {c["labels"]: c for c in prov.get("curve", [])}
+    second = {c["labels"]: c for c in prov.get("contrast_curve", [])}
+    res["student"] = {"labels": max(curve) if curve else None,
+                      "default": curve[max(curve)] if curve else None,
+                      "second": second.get(max(curve)) if curve else None}
+    res["meta"]["seconds"] = time.perf_counter() - t0
+    md = ["# What can be learnt of the teacher's order from simple views (issue 23)", "",
+          f"Teacher `{prov['teacher']['judge']}` ({prov['teacher']['rubric']}); {len(train)} training labels, "
+          f"{len(test)} held-out test candidates (the teacher-scale pools). {res['meta']['date']}, {machine()}.", ""]
+    table = [[n, fmt(v["summary"]["spearman"]), fmt(v["summary"]["kendall"]), fmt(v["dataset"]["spearman"])]
+             for n, v in res["models"].items() if not n.startswith("view alone")]
+    st = res["student"]
+    if st["default"]:
+        table.append([f"student, csem train defaults ({st['labels']} labels, mean of {st['default']['seeds']} seeds)",
+                      fmt(st["default"]["spearman"]), fmt(st["default"]["summary_kendall"]),
+                      fmt(st["default"]["dataset_spearman"])])
+    if st["second"]:
+        table.append([f"student, without contrast pairs ({st['labels']} labels)", fmt(st["second"]["spearman"]),
+                      fmt(st["second"]["summary_kendall"]), fmt(st["second"]["dataset_spearman"])])
+    md += [markdown_table(table, ["model", "summary Spearman", "summary Kendall", "dataset Spearman"]), "",
+           "Each view alone (signed):", ""]
+    md += [markdown_table([[n.split(": ", 1)[1], fmt(v["summary"]["spearman"]), fmt(v["dataset"]["spearman"])]
+                           for n, v in res["models"].items() if n.startswith("view alone")],
+                          ["view", "summary Spearman", "dataset Spearman"]),
+           "", f"Total {res['meta']['seconds'] / 60:.1f} min."]
+    write_results(args.out, res, md)
+    log(f"wrote {args.out}.json/.md; " + "; ".join(f"{n} {fmt(v['summary']['spearman'])}" for n, v in res["models"].items()
+                                                   if not n.startswith("view alone")))
+
+
+if __name__ == "__main__":
+    main()
