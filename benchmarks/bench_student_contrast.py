@@ -53,6 +53,8 @@ RECIPES = {
          "contrast_pairs_per_batch": 8},
 }
 COLS = [f"judge.{a}" for a in ASPECTS]
+#: suffix of the rows that score the same models with the acceptability gate removed
+NO_GATE = " - without the acceptability gate (same models)"
 
 
 def fit(train: list[dict], recipe: str, seed: int, threads: int):
@@ -190,19 +192,28 @@ def stage_final(b: Bench, train, test) -> None:
         for name in names:
             rec = rows.setdefault(name, {"seeds": {}})
             for seed in seeds:
-                if str(seed) in rec["seeds"]:
+                done = rec["seeds"].get(str(seed))
+                if done and "row_no_gate" in done:
                     continue
                 model, secs, n_pairs = fit(tr, name, seed, args.threads)
                 sc = score(model, [dict(r) for r in te])
                 row = S.row_of(sc, "metric.s")
-                rec["seeds"][str(seed)] = {"row": row, "train_s": secs, "pairs": n_pairs}
-                log(f"{split} {name} seed {seed}: {row['average']['spearman']:.3f} ({secs:.0f} s, {n_pairs} pairs)")
+                gate, model.module.gate = model.module.gate, None  # the same model, regressor alone
+                row_no_gate = S.row_of(score(model, [dict(r) for r in te]), "metric.s")
+                model.module.gate = gate
+                rec["seeds"][str(seed)] = {"row": row, "row_no_gate": row_no_gate, "train_s": secs, "pairs": n_pairs,
+                                           "acceptability": model.card.get("acceptability")}
+                log(f"{split} {name} seed {seed}: {row['average']['spearman']:.3f}, without the gate "
+                    f"{row_no_gate['average']['spearman']:.3f} ({secs:.0f} s, {n_pairs} pairs)")
                 if seed == seeds[0]:
                     model.save(b.args.models / f"{split}-{slug(name)}")
                 b.save()
             avg = [v["row"]["average"]["spearman"] for v in rec["seeds"].values()]
             rec["spearman"] = stats(avg)
             rec["kendall"] = stats([v["row"]["average"]["kendall"] for v in rec["seeds"].values()])
+            if all("row_no_gate" in v for v in rec["seeds"].values()):
+                rec["spearman_no_gate"] = stats([v["row_no_gate"]["average"]["spearman"] for v in rec["seeds"].values()])
+                rec["kendall_no_gate"] = stats([v["row_no_gate"]["average"]["kendall"] for v in rec["seeds"].values()])
             rec["per_aspect"] = {a: statistics.fmean(v["row"][a]["spearman"] for v in rec["seeds"].values())
                                  for a in ASPECTS}
             b.save()
@@ -302,11 +313,16 @@ def stage_sanity(b: Bench, test) -> None:
             log(f"sanity: {path} missing (run the final stage first)")
             continue
         model = EvaluationModel.load(path)
-        b.data["sanity"][name] = sanity_for(model, test, args.seed)
-        b.data["sanity_aspects"][name] = aspects_matrix(model, test, args.seed)
-        log(f"sanity {name}: " + ", ".join(f"{c} {statistics.fmean(v['below_all'] for v in cs.values()):.2f}"
-                                           for c, cs in b.data["sanity"][name].items()))
-        b.save()
+        runs = [(name, model.module.gate)]
+        if model.module.gate is not None:  # the same model with the gate removed: what the regressor does alone
+            runs.append((name + NO_GATE, None))
+        for key, gate in runs:
+            model.module.gate = gate
+            b.data["sanity"][key] = sanity_for(model, test, args.seed)
+            b.data["sanity_aspects"][key] = aspects_matrix(model, test, args.seed)
+            log(f"sanity {key}: " + ", ".join(f"{c} {statistics.fmean(v['below_all'] for v in cs.values()):.2f}"
+                                              for c, cs in b.data["sanity"][key].items()))
+            b.save()
 
 
 def stage_ties(b: Bench, test) -> None:
@@ -357,6 +373,11 @@ def merge(b: Bench) -> None:
                    for a in [*ASPECTS, "average"]}
             row["average"]["spearman_sd"] = rec["spearman"]["sd"]
             target[label] = row
+            if "spearman_no_gate" in rec:
+                row = {a: {m: statistics.fmean(s["row_no_gate"][a][m] for s in seeds) for m in ("spearman", "kendall")}
+                       for a in [*ASPECTS, "average"]}
+                row["average"]["spearman_sd"] = rec["spearman_no_gate"]["sd"]
+                target[label.replace(mark, "") + NO_GATE] = row
     d["sanity"] = {case: {a: v["below_all"] for a, v in cells.items()}
                    for case, cells in b.data["sanity"].get(default, {}).items()}
     d["sanity_detail"] = b.data["sanity"]
@@ -390,6 +411,10 @@ def render(d: dict) -> list[str]:
                 continue
             s = rec["spearman"]
             table.append([f"student: {n}", fmt(s["mean"]), fmt(s["sd"]), fmt(s["min"]), fmt(s["max"]), fmt(rec["kendall"]["mean"])])
+            if "spearman_no_gate" in rec:
+                s0 = rec["spearman_no_gate"]
+                table.append([f"student: {n}{NO_GATE}", fmt(s0["mean"]), fmt(s0["sd"]), fmt(s0["min"]), fmt(s0["max"]),
+                              fmt(rec["kendall_no_gate"]["mean"])])
         lines += [f"## {split} split: average summary-level correlation with the experts", "",
                   markdown_table(table, ["metric", "Spearman (mean)", "sd", "min", "max", "Kendall"]), ""]
     for name, san in (d.get("sanity") or {}).items():

@@ -39,3 +39,19 @@ def summeval_candidates(shared_data: Path, n_docs: int, labels: Mapping[str, Map
                         "source": " ".join(d["source"].split()[:60]), "candidate": texts[kind],
                         "reference": d["reference"][1:3], **cols})
     return out
+
+
+def summeval_system_records(shared_data: Path, doc_indices) -> list[dict]:
+    """SummEval's real system summaries of the articles at ``doc_indices`` (in the loader's document
+    order), with the expert means as ``human.<aspect>``: ``id`` ``<doc>-<system>``, ``doc_id``,
+    ``system_id``, ``source``, ``candidate``."""
+    from csem.data.datasets import load_summeval
+
+    by_doc: dict[str, list[dict]] = {}
+    for r in load_summeval(shared_data / "summeval"):
+        by_doc.setdefault(r["doc_id"], []).append(r)
+    docs = list(by_doc)
+    return [{"id": f"{docs[i]}-{r['system_id']}", "doc_id": docs[i], "system_id": r["system_id"],
+             "source": r["source"], "candidate": r["candidate"],
+             **{k: v for k, v in r.items() if k.startswith("human.")}}
+            for i in doc_indices for r in by_doc[docs[i]]]

@@ -11,7 +11,8 @@ Functional API::
 Modules: ``config`` (typed configs), ``encoder`` (HF encoders, pooling, registry), ``features``
 (Eq. 9 / Eq. 10), ``heads``, ``losses``, ``batching`` (each distinct text encoded once),
 ``module`` (the LightningModule), ``validation`` (data checks, dev correlations), ``train``,
-``inference``, ``evaluation_model`` (save/load/score), ``card`` (metric card).
+``inference``, ``evaluation_model`` (save/load/score), ``card`` (metric card), ``contrast``
+(contrast pretraining), ``acceptability`` (the acceptability gate: real vs degenerate texts).
 """
 
 from __future__ import annotations

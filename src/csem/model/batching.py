@@ -41,6 +41,8 @@ class Batch:
         group: ``[B]`` source-group id (for the pairwise loss); ids: record ids.
         overlap: ``[P, F]`` lexical overlap features per pair (``ModelConfig.overlap_features``)
             or None.
+        gate: ``[P, G]`` the ``lexical`` features of each pair for the acceptability gate
+            (:mod:`csem.model.acceptability`), or None.
     """
 
     texts: list[str]
@@ -55,12 +57,13 @@ class Batch:
     group: Tensor
     ids: list[str] = field(default_factory=list)
     overlap: Tensor | None = None
+    gate: Tensor | None = None
 
     def to(self, device: torch.device | str) -> "Batch":
         mv = lambda t: None if t is None else t.to(device)  # noqa: E731
         return Batch(self.texts, [{k: v.to(device) for k, v in c.items()} for c in self.chunks], self.bounds,
                      mv(self.cand_idx), mv(self.src_idx), mv(self.ref_idx), self.pair_counts, mv(self.labels),
-                     mv(self.mask), mv(self.group), self.ids, mv(self.overlap))
+                     mv(self.mask), mv(self.group), self.ids, mv(self.overlap), mv(self.gate))
 
 
 class BatchBuilder:
@@ -77,12 +80,14 @@ class BatchBuilder:
         overlap: also compute the lexical features of each pair: a feature-set name
             (``overlap`` | ``lexical``, :func:`csem.model.features.pair_features`; True means
             ``overlap``), or False for none. Features are computed once per distinct pair.
+        gate: also compute each pair's ``lexical`` features for the acceptability gate
+            (``Batch.gate``).
     """
 
     def __init__(self, encoder: Any, mode: str, max_length: int, label_specs: Sequence[Any] | None = None,
                  share: bool = True, chunk_size: int = 32, max_chunk_tokens: int = 16384,
                  architecture: str = "bi-encoder", source_max_length: int | None = None,
-                 overlap: bool | str = False):
+                 overlap: bool | str = False, gate: bool = False):
         self.encoder = encoder
         self.mode = mode
         self.max_length = max_length
@@ -93,6 +98,7 @@ class BatchBuilder:
         self.chunk_size = max(1, chunk_size)
         self.max_chunk_tokens = max_chunk_tokens
         self.overlap = "overlap" if overlap is True else (overlap or None)
+        self.gate = gate
         self._lex_cache: dict[tuple[str, ...], list[float]] = {}
         self._tok_cache: dict[tuple[str, str], list[int]] = {}
 
@@ -130,19 +136,20 @@ class BatchBuilder:
                 entries.append(key)
             return slots[key]
 
-        cand, src, ref, counts, groups, lex = [], [], [], [], [], []
+        cand, src, ref, counts, groups, lex, gate = [], [], [], [], [], [], []
         group_of: dict[str, int] = {}
         for i, r in enumerate(records):
             refs = references_of(r) if need_ref else [None]
             if need_ref and not refs:
                 raise ValueError(f"record '{r.get('id')}' has no reference, but mode '{self.mode}' needs one")
-            if self.overlap:
-                for ref_text in refs:
-                    ctx = ([r["source"]] if need_src else []) + ([ref_text] if need_ref else [])
-                    key = (r["candidate"], *ctx)
-                    if key not in self._lex_cache:
-                        self._lex_cache[key] = pair_features(self.overlap, r["candidate"], ctx)
-                    lex.append(self._lex_cache[key])
+            for ref_text in refs if self.overlap or self.gate else ():
+                ctx = ([r["source"]] if need_src else []) + ([ref_text] if need_ref else [])
+                for kind, out in ((self.overlap, lex), ("lexical" if self.gate else None, gate)):
+                    if kind:
+                        key = (kind, r["candidate"], *ctx)
+                        if key not in self._lex_cache:
+                            self._lex_cache[key] = pair_features(kind, r["candidate"], ctx)
+                        out.append(self._lex_cache[key])
             if unified:  # one joint input per (candidate, reference): candidate [SEP] reference [SEP] source
                 for ref_text in refs:
                     segs = [r["candidate"]] + ([ref_text] if need_ref else []) + ([r["source"]] if need_src else [])
@@ -204,7 +211,8 @@ class BatchBuilder:
             src_idx=remap(src) if need_src else None, ref_idx=remap(ref) if need_ref else None,
             pair_counts=counts, labels=norm, mask=mask,
             group=torch.tensor(groups, dtype=torch.long), ids=[str(r.get("id")) for r in records],
-            overlap=torch.tensor(lex, dtype=torch.float32) if self.overlap else None)
+            overlap=torch.tensor(lex, dtype=torch.float32) if self.overlap else None,
+            gate=torch.tensor(gate, dtype=torch.float32) if self.gate else None)
 
 
 def group_key(record: Mapping[str, Any], mode: str) -> str:

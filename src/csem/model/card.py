@@ -165,6 +165,16 @@ def render_markdown(card: Mapping[str, Any]) -> str:
                     lines.append(f"| {aspect} | {target} | {fmt(e['kendall'])} | {fmt(e['spearman'])} | {fmt(e['pearson'])} |")
     else:
         lines.append("No dev set was given: no validation figures.")
+    gate = card.get("acceptability")
+    if gate:
+        lines += ["", "## Acceptability gate", "",
+                  f"Learned from {gate['accepted']} training candidates and references (accepted) and rule-made "
+                  "degenerate texts (rejected: a few words, one word x 100, cut mid-sentence, words shuffled, another "
+                  "source's candidate; for relevance also the source copied); a text it rejects scores below the real "
+                  "candidates (csem.model.acceptability).", "",
+                  "| aspect | rejected texts | threshold | training accuracy |", "| --- | --- | --- | --- |"]
+        lines += [f"| {a} | {n} | {gate['threshold'][a]:.3f} | {gate['train_accuracy'][a]:.3f} |"
+                  for a, n in gate["rejected"].items()]
     lines += ["", "## Intended use", "", card["intended_use"], "", "## Limits", ""]
     lines += [f"- {x}" for x in card["limits"]]
     if card.get("notes"):

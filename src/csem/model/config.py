@@ -110,6 +110,13 @@ class ModelConfig(BaseModel):
             where the systems to be scored are those of the training data. Folders saved before
             the option existed load as ``overlap``.
         feature_hidden: hidden units of the ``lexical`` set's output MLP.
+        acceptability_gate: after training, fit the acceptability gate
+            (:mod:`csem.model.acceptability`: a classifier per aspect of real vs rule-made degenerate
+            texts: a few words, one word x 100, cut mid-sentence, words shuffled, another source's
+            candidate, the source copied for relevance); a text it rejects has its score pulled
+            towards the scale's minimum, an accepted one keeps its score. On by default for the
+            ``mse`` and ``mse+pairwise`` losses (ignored for the others); folders saved before the
+            option existed load without it.
         labels: the aspects and their scales.
     """
 
@@ -131,6 +138,7 @@ class ModelConfig(BaseModel):
     overlap_features: bool = True
     feature_set: Literal["overlap", "lexical"] = "overlap"
     feature_hidden: int = Field(64, ge=1)
+    acceptability_gate: bool = True
     labels: list[LabelSpec] = Field(default_factory=list)
 
     @field_validator("hidden_sizes")

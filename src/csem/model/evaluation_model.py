@@ -74,6 +74,7 @@ class EvaluationModel:
             raw.setdefault("source_max_length", None)
             raw.setdefault("overlap_features", False)  # and had no overlap features
             raw.setdefault("feature_set", "overlap")  # or only the first, linear, overlap set
+            raw.setdefault("acceptability_gate", False)  # and no acceptability gate
             config = ModelConfig.model_validate(raw)
         except Exception as exc:
             raise ModelFolderError(f"{folder / CONFIG}: not a valid csem model config: {exc}") from exc

@@ -111,7 +111,8 @@ def predict(
     dtype = resolve_precision(precision, dev)
     builder = BatchBuilder(module.encoder, cfg.mode, cfg.max_length, None, share=share_encodings,
                            chunk_size=batch_size, architecture=cfg.architecture,
-                           source_max_length=cfg.source_max_length, overlap=cfg.overlap_features and cfg.feature_set)
+                           source_max_length=cfg.source_max_length, overlap=cfg.overlap_features and cfg.feature_set,
+                           gate=getattr(module, "gate", None) is not None and module.gate.is_fitted)
     aspects = cfg.aspects
     results: list[ScoreResult] = []
     autocast = torch.autocast(dev.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()

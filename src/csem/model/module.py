@@ -90,6 +90,12 @@ class EvaluationModule(L.LightningModule):
                 nn.init.zeros_(head.ff[-1].bias)
         else:
             self.overlap_heads = nn.ModuleDict({spec.aspect: nn.Linear(n_lex, k) for spec in config.labels})
+        # the acceptability gate (csem.model.acceptability): fitted after training, identity until then
+        self.gate = None
+        if config.acceptability_gate and config.loss in ("mse", "mse+pairwise"):
+            from csem.model.acceptability import AcceptabilityGate, gate_size
+
+            self.gate = AcceptabilityGate(gate_size(config.mode), config.aspects)
         self._frozen = False
         self._cache: dict[str, Tensor] = {}
         self.split_layer = 0  # > 0 while training only the layers above it (see freeze_lower)
@@ -228,7 +234,8 @@ class EvaluationModule(L.LightningModule):
         return torch.cat(outs, dim=0)
 
     def head_outputs(self, emb: Tensor, batch: Batch) -> Tensor:
-        """Head outputs per pair ``[P, A, K]`` from pool embeddings ``[n_texts, d]``."""
+        """Head outputs per pair ``[P, A, K]`` from pool embeddings ``[n_texts, d]``; gated by the
+        acceptability gate when the batch carries its features (``Batch.gate``)."""
         h_y = emb[batch.cand_idx]
         if self.config.architecture == "unified":
             feats = h_y  # the joint input's pooled embedding
@@ -237,14 +244,18 @@ class EvaluationModule(L.LightningModule):
             h_r = emb[batch.ref_idx] if batch.ref_idx is not None else None
             feats = combine(self.config.mode, h_y, h_x, h_r)
         if not self.config.overlap_features:
-            return torch.stack([head(feats) for head in self.heads.values()], dim=1)
-        if batch.overlap is None:
-            raise ValueError("this model uses overlap features, but the batch has none (BatchBuilder(overlap=True))")
-        lex = batch.overlap.to(feats.dtype)
-        if self.lexical:
-            lex = (lex - self.lex_mean.to(lex.dtype)) / self.lex_std.to(lex.dtype)
-        feats = torch.cat([feats, lex], dim=-1)
-        return torch.stack([head(feats) + self.overlap_heads[a](lex) for a, head in self.heads.items()], dim=1)
+            out = torch.stack([head(feats) for head in self.heads.values()], dim=1)
+        else:
+            if batch.overlap is None:
+                raise ValueError("this model uses overlap features, but the batch has none (BatchBuilder(overlap=True))")
+            lex = batch.overlap.to(feats.dtype)
+            if self.lexical:
+                lex = (lex - self.lex_mean.to(lex.dtype)) / self.lex_std.to(lex.dtype)
+            feats = torch.cat([feats, lex], dim=-1)
+            out = torch.stack([head(feats) + self.overlap_heads[a](lex) for a, head in self.heads.items()], dim=1)
+        if self.gate is not None and batch.gate is not None:  # scoring (csem.model.inference) passes the gate's features
+            out = self.gate.gate_scores(out, batch.gate)
+        return out
 
     def aggregate(self, out: Tensor, counts: list[int]) -> tuple[Tensor, Tensor | None]:
         """Per-record normalised scores ``[B, A]`` (and log-probabilities ``[B, A, K]`` for ``ce``).

@@ -225,6 +225,10 @@ def train(
         card["contrast"] = {"pairs": len(contrast_loader.dataset) // 2, "epochs": tc.contrast_epochs,
                             "mix": tc.contrast_mix, "seconds": round(getattr(module, "contrast_seconds", 0.0), 1),
                             "perturbations": _count(contrast, "perturbation")}
+    if module.gate is not None:  # the acceptability gate learns from texts made from the training rows
+        from csem.model.acceptability import fit_gate
+
+        card["acceptability"] = fit_gate(module.gate, recs, mode, seed=tc.seed)
     model = EvaluationModel(module, card)
     if out_dir is not None and trainer.is_global_zero:  # under DDP only rank 0 writes the folder
         model.save(out_dir)

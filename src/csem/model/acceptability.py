@@ -1,0 +1,231 @@
+"""The acceptability gate: a learned check that a candidate is a text a reader would accept at all.
+
+A student learns to rank *real* candidates from its teacher's labels; it never sees a degenerate one,
+so nothing stops it from scoring ``"the the the ..."``, half a sentence or a word salad above a real
+summary, and a generator optimised against it (MRT, a TRL reward) finds such texts (issue 24). The
+field's remedy for missing negatives is to make them by rule and learn from them (UniEval, Zhong et
+al. 2022: a boolean "is this a coherent summary?" classifier trained on rule-made negatives). The gate
+does that beside the regressor, so it cannot disturb what the regressor learned from the teacher:
+
+* **examples** (:func:`gate_examples`, no LLM call): *accepted* = the training records' candidates and
+  each source's first reference; *rejected* = degenerate texts made from them by
+  :mod:`csem.data.contrasts` (the first 1-3 words, the most frequent word x 100, the text cut
+  mid-sentence, its words shuffled, a candidate written for another source; for a ``relevance``
+  aspect also the whole source copied, which is fluent and consistent but no summary);
+* **classifier** (:class:`AcceptabilityGate`): per aspect, a one-hidden-layer MLP (32 tanh units) over
+  the pair's standardised lexical features (:func:`csem.model.features.lexical_features`: extractive
+  fragments, source positions, surface form; no encoder pass), giving ``p_a = P(accepted)``; fitted
+  full batch by L-BFGS on class-balanced binary cross-entropy with an L2 penalty (:func:`fit_gate`);
+* **gate**: ``g_a = min(1, p_a / theta_a)``, where ``theta_a`` is the ``quantile`` (default 5 %) of
+  ``p_a`` over the accepted training texts; the normalised head output ``s`` (0 = the scale's minimum,
+  1 = its maximum) becomes ``min(s, g * s + (1 - g) * REJECT)`` with ``REJECT = -4`` (four scale widths
+  below the minimum, still told apart after :func:`csem.model.module.bounded` maps it into the scale).
+  A text the gate accepts (``g = 1``) keeps its score exactly; a rejected one falls below the real
+  candidates the regressor put at the bottom of the scale.
+
+The gate is off for models trained with the ``pairwise`` loss alone (their scores have no scale
+minimum) or the ``ce`` loss (several outputs per aspect). Measured on SummEval in
+``benchmarks/results/student_contrast.md`` (sanity suite with and without the gate).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any, Mapping, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from csem.model.features import NEEDS_REFERENCE, NEEDS_SOURCE, overlap_size, pair_features
+
+#: hidden units of each aspect's classifier
+HIDDEN = 32
+#: where a fully rejected text's normalised output goes (scale widths below the minimum)
+REJECT = -4.0
+
+
+class AcceptabilityGate(nn.Module):
+    """Per-aspect acceptability classifiers over a pair's lexical features (see the module docstring).
+
+    Args:
+        n_features: width of the lexical feature vector (:func:`csem.model.features.overlap_size` of the
+            mode with ``feature_set="lexical"``).
+        aspects: the model's aspect names, in head order.
+
+    Buffers (saved with the model): ``mean``/``std`` ``[F]`` (standardisation, from the accepted
+    training texts), ``threshold`` ``[A]`` (``theta_a``), ``fitted`` (0 until :func:`fit_gate` ran: an
+    unfitted gate passes every score through).
+    """
+
+    def __init__(self, n_features: int, aspects: Sequence[str]):
+        super().__init__()
+        self.aspects = list(aspects)
+        self.nets = nn.ModuleDict({a: nn.Sequential(nn.Linear(n_features, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, 1))
+                                   for a in self.aspects})
+        self.register_buffer("mean", torch.zeros(n_features))
+        self.register_buffer("std", torch.ones(n_features))
+        self.register_buffer("threshold", torch.full((len(self.aspects),), 0.5))
+        self.register_buffer("fitted", torch.zeros(()))
+
+    @property
+    def is_fitted(self) -> bool:
+        return bool(self.fitted.item() > 0)
+
+    def probabilities(self, features: Tensor) -> Tensor:
+        """``P(accepted)`` per pair and aspect ``[P, A]`` from raw lexical features ``[P, F]``."""
+        x = (features.float() - self.mean) / self.std
+        return torch.sigmoid(torch.cat([self.nets[a](x) for a in self.aspects], dim=1))
+
+    def factor(self, features: Tensor) -> Tensor:
+        """The gate ``g = min(1, p / theta)`` per pair and aspect ``[P, A]``, in (0, 1]."""
+        return (self.probabilities(features) / self.threshold).clamp(max=1.0)
+
+    def gate_scores(self, out: Tensor, features: Tensor) -> Tensor:
+        """Gate normalised head outputs ``out`` ``[P, A, 1]``: ``min(s, g * s + (1 - g) * REJECT)``.
+        Identity until fitted."""
+        if not self.is_fitted:
+            return out
+        g = self.factor(features).to(out.dtype).unsqueeze(-1)
+        return torch.minimum(out, g * out + (1.0 - g) * REJECT)
+
+
+def gate_size(mode: str) -> int:
+    """Width of the gate's feature vector for ``mode`` (the ``lexical`` set)."""
+    return overlap_size(mode, "lexical")
+
+
+def contexts_of(record: Mapping[str, Any], mode: str) -> list[str]:
+    """The context texts the gate's features compare a candidate with: the source (when the mode reads
+    one) and the first reference (when it reads one)."""
+    from csem.data.records import references_of
+
+    ctx = [record["source"]] if NEEDS_SOURCE[mode] and isinstance(record.get("source"), str) else []
+    if NEEDS_REFERENCE[mode]:
+        refs = references_of(record)
+        ctx += refs[:1]
+    return ctx
+
+
+def gate_examples(records: Sequence[Mapping[str, Any]], aspects: Sequence[str], seed: int = 0
+                  ) -> tuple[list[dict], dict[str, list[dict]]]:
+    """Accepted and rejected texts for the gate (see the module docstring), made from ``records``.
+
+    Args:
+        records: training records (``candidate``; ``source``, ``reference``, ``doc_id`` where present).
+        aspects: the model's aspects; an aspect named ``relevance`` also rejects the source copied whole.
+        seed: seeds every draw (the same records and seed give the same texts).
+
+    Returns:
+        ``(accepted, rejected)``: records (the input's fields, ``candidate`` replaced) and, per aspect, the
+        rejected records, each with ``degenerate`` naming its kind.
+    """
+    from csem.data.contrasts import (Context, few_tokens, reference_records, repeated_token, rng_for, source_copy,
+                                     truncate_mid, word_shuffle)
+
+    accepted = [dict(r) for r in records if isinstance(r.get("candidate"), str) and r["candidate"].strip()]
+    if any(r.get("reference") for r in accepted):
+        accepted += [r for r in reference_records(accepted) if str(r.get("id", "")).endswith("~ref0")]
+    by_source: dict[str, list[str]] = {}
+    for r in accepted:
+        by_source.setdefault(str(r.get("source") or ""), []).append(r["candidate"])
+    sources = sorted(by_source)
+    shared: list[dict] = []
+    copies: list[dict] = []
+    for k, r in enumerate(accepted):
+        key = str(r.get("id", k))
+        ctx = Context(source=str(r.get("source") or ""))
+        for name, fn in (("few_tokens", few_tokens), ("repeated_token", repeated_token),
+                         ("truncated", truncate_mid), ("words_shuffled", word_shuffle)):
+            res = fn(r["candidate"], rng_for(seed, key, "gate", name), ctx)
+            if res is not None and res.text.strip():
+                shared.append(dict(r, candidate=res.text, degenerate=name))
+        others = [s for s in sources if s != str(r.get("source") or "")]
+        if others:
+            rng = rng_for(seed, key, "gate", "other")
+            pool = by_source[others[rng.randrange(len(others))]]
+            shared.append(dict(r, candidate=pool[rng.randrange(len(pool))], degenerate="other_source"))
+        res = source_copy(r["candidate"], random.Random(0), ctx)
+        if res is not None:
+            copies.append(dict(r, candidate=res.text, degenerate="source_copy"))
+    rejected = {a: shared + (copies if a == "relevance" else []) for a in aspects}
+    return accepted, rejected
+
+
+def fit_gate(gate: AcceptabilityGate, records: Sequence[Mapping[str, Any]], mode: str, *, seed: int = 0,
+             quantile: float = 0.05, l2: float = 1e-3, max_iter: int = 500) -> dict:
+    """Fit ``gate`` on texts made from ``records`` (:func:`gate_examples`); returns what the metric card
+    records: texts per class, ``threshold`` and training accuracy per aspect, seconds.
+
+    Args:
+        gate: the model's gate (fitted in place; ``fitted`` set to 1).
+        records: the training records.
+        mode: the model's mode (which contexts the features read).
+        seed: seeds the examples and the classifiers' initialisation.
+        quantile: ``theta_a`` is this quantile of ``p_a`` over the accepted texts, in (0, 1).
+        l2: L2 penalty on the classifiers' weights.
+        max_iter: L-BFGS iterations per aspect.
+
+    Raises:
+        ValueError: ``quantile`` outside (0, 1), or no accepted or no rejected text.
+    """
+    if not 0.0 < quantile < 1.0:
+        raise ValueError(f"quantile must be in (0, 1), got {quantile}")
+    t0 = time.perf_counter()
+    accepted, rejected = gate_examples(records, gate.aspects, seed)
+    if not accepted or not any(rejected.values()):
+        raise ValueError("the acceptability gate needs real candidates with at least 4 words to learn from")
+    cache: dict[tuple[str, ...], list[float]] = {}
+
+    def feats(rows: Sequence[Mapping[str, Any]]) -> Tensor:
+        out = []
+        for r in rows:
+            ctx = contexts_of(r, mode)
+            key = (r["candidate"], *ctx)
+            if key not in cache:
+                cache[key] = pair_features("lexical", r["candidate"], ctx)
+            out.append(cache[key])
+        return torch.tensor(out, dtype=torch.float32)
+
+    x_pos = feats(accepted)
+    with torch.no_grad():
+        gate.mean.copy_(x_pos.mean(0))
+        gate.std.copy_(x_pos.std(0, unbiased=False).clamp_min(1e-4))
+    report: dict[str, Any] = {"accepted": len(accepted), "rejected": {}, "threshold": {}, "train_accuracy": {},
+                              "quantile": quantile}
+    thresholds = []
+    for a in gate.aspects:
+        x_neg = feats(rejected[a])
+        x = (torch.cat([x_pos, x_neg]) - gate.mean) / gate.std
+        y = torch.cat([torch.ones(len(x_pos)), torch.zeros(len(x_neg))])
+        w = torch.cat([torch.full((len(x_pos),), len(x_neg) / len(x_pos)), torch.ones(len(x_neg))])
+        w = w / w.mean()
+        net = gate.nets[a]
+        torch.manual_seed(seed)
+        for layer in net:
+            if isinstance(layer, nn.Linear):
+                layer.reset_parameters()
+        opt = torch.optim.LBFGS(net.parameters(), max_iter=max_iter, line_search_fn="strong_wolfe")
+        weights = [p for n, p in net.named_parameters() if n.endswith("weight")]
+
+        def closure() -> Tensor:
+            opt.zero_grad()
+            loss = nn.functional.binary_cross_entropy_with_logits(net(x)[:, 0], y, weight=w)
+            loss = loss + l2 * sum(p.pow(2).sum() for p in weights)
+            loss.backward()
+            return loss
+
+        with torch.enable_grad():
+            opt.step(closure)
+        with torch.no_grad():
+            p = torch.sigmoid(net(x)[:, 0])
+        theta = float(torch.quantile(p[: len(x_pos)], quantile).clamp(min=1e-6))
+        thresholds.append(theta)
+        report["rejected"][a] = len(x_neg)
+        report["threshold"][a] = round(theta, 4)
+        report["train_accuracy"][a] = round(float(((p > 0.5) == (y > 0.5)).float().mean()), 4)
+    with torch.no_grad():
+        gate.threshold.copy_(torch.tensor(thresholds))
+        gate.fitted.fill_(1.0)
+    report["seconds"] = round(time.perf_counter() - t0, 1)
+    return report

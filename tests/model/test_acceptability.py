@@ -1,0 +1,133 @@
+"""The acceptability gate (csem.model.acceptability): its examples and formula (pure), and a real MiniLM
+student whose gate puts degenerate candidates below the real ones, through save/load and scoring."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from csem.model.acceptability import REJECT, AcceptabilityGate, gate_examples, gate_size
+from csem.model.module import bounded
+
+SOURCE = ("The city council approved the new budget on Monday after a long debate. Property taxes will rise by "
+          "two percent next year. Schools and parks receive most of the new money, the mayor said.")
+
+
+def _records():
+    return [{"id": "a", "doc_id": "d1", "source": SOURCE, "reference": "Council passes budget; taxes up 2%.",
+             "candidate": "The council approved the budget on Monday. Taxes will rise by two percent."},
+            {"id": "b", "doc_id": "d2", "source": "A storm closed the coastal highway for two days. Crews cleared "
+             "fallen trees and reopened it on Friday.", "candidate": "A storm closed the highway until crews reopened it."}]
+
+
+def test_gate_examples_are_degenerate_texts_of_the_records_and_deterministic():
+    accepted, rejected = gate_examples(_records(), ["coherence", "relevance"], seed=3)
+    texts = {r["candidate"] for r in accepted}
+    assert _records()[0]["candidate"] in texts and "Council passes budget; taxes up 2%." in texts  # the reference
+    kinds = {r["degenerate"] for r in rejected["coherence"]}
+    assert kinds == {"few_tokens", "repeated_token", "truncated", "words_shuffled", "other_source"}
+    copies = [r for r in rejected["relevance"] if r["degenerate"] == "source_copy"]
+    assert copies and all(r["candidate"].startswith("The city council") or r["candidate"].startswith("A storm")
+                          for r in copies)
+    assert not any(r["degenerate"] == "source_copy" for r in rejected["coherence"])
+    other = [r for r in rejected["coherence"] if r["degenerate"] == "other_source" and r["id"] == "a"]
+    assert other and other[0]["candidate"] == _records()[1]["candidate"]  # a candidate of the other source
+    again = gate_examples(_records(), ["coherence", "relevance"], seed=3)
+    assert again == (accepted, rejected)
+    assert all(r["candidate"] != _records()[0]["candidate"] for r in rejected["coherence"] if r["id"] == "a")
+
+
+def test_gate_scores_keep_accepted_texts_and_push_rejected_ones_below_the_scale():
+    gate = AcceptabilityGate(gate_size("ref-free"), ["quality"])
+    out = torch.tensor([[[0.7]], [[0.2]], [[-0.3]]])
+    feats = torch.zeros(3, gate_size("ref-free"))
+    assert torch.equal(gate.gate_scores(out, feats), out)  # identity until fitted
+    gate.fitted.fill_(1.0)
+    gate.threshold.fill_(0.5)
+    with torch.no_grad():  # p = sigmoid(bias) per row: force accepted (p = 1) and rejected (p ~ 0)
+        for layer in gate.nets["quality"]:
+            if isinstance(layer, torch.nn.Linear):
+                layer.weight.zero_()
+        gate.nets["quality"][-1].bias.fill_(20.0)
+    assert torch.allclose(gate.gate_scores(out, feats), out)
+    gate.nets["quality"][-1].bias.data.fill_(-20.0)
+    with torch.no_grad():
+        low = gate.gate_scores(out, feats)
+    assert torch.allclose(low, torch.full_like(out, REJECT), atol=1e-4)
+    # after the scale map, a rejected text lies below a real one the regressor put far under the scale
+    assert float(bounded(low[0, 0])) < float(bounded(torch.tensor([-2.0])))
+
+
+@pytest.fixture(scope="module")
+def gated_student(shared_data, tmp_path_factory, small_model):
+    """A MiniLM student (top layer trained, overlap features, the gate on: csem train's defaults but one
+    layer and one epoch) on real SummEval system summaries with their expert ratings as labels."""
+    from synthetic_records import summeval_system_records
+
+    from csem.model import ModelConfig, TrainConfig, train
+
+    recs = summeval_system_records(shared_data, range(0, 12))
+    out = tmp_path_factory.mktemp("gated") / "student"
+    model = train(recs, "human.coherence", "ref-free", out_dir=out, config=ModelConfig(name="g", **small_model),
+                  train_config=TrainConfig(max_epochs=1, train_layers=1, seed=4, contrast_per_record=0),
+                  label_range=(1, 5))
+    return model, out, summeval_system_records(shared_data, range(40, 52))
+
+
+def test_gate_ranks_degenerate_candidates_below_real_ones_after_save_and_load(gated_student):
+    from csem.data.contrasts import sanity_cases
+    from csem.model import EvaluationModel
+
+    model, folder, test = gated_student
+    card = json.loads((folder / "metric_card.json").read_text())
+    acc = card["acceptability"]
+    assert acc["accepted"] >= 100 and acc["rejected"]["coherence"] > 3 * acc["accepted"]
+    assert acc["train_accuracy"]["coherence"] > 0.9 and 0 < acc["threshold"]["coherence"] < 1
+    loaded = EvaluationModel.load(folder)
+    assert loaded.module.gate is not None and loaded.module.gate.is_fitted
+    real = {r.id: r.scores["coherence"] for r in loaded.score(test, precision="fp32")}
+    assert real == pytest.approx({r.id: r.scores["coherence"] for r in model.score(test, precision="fp32")}, abs=1e-5)
+    assert all(1.0 <= v <= 5.0 for v in real.values())
+    by_doc: dict[str, list[dict]] = {}
+    for r in test:
+        by_doc.setdefault(r["doc_id"], []).append(r)
+    ungated = EvaluationModel.load(folder)
+    ungated.module.gate = None  # the regressor alone, for comparison
+    raw = {r.id: r.scores["coherence"] for r in ungated.score(test, precision="fp32")}
+    kinds = ("repeated_token", "truncated", "words_shuffled", "one_token")
+    below, below_raw = dict.fromkeys(kinds, 0), dict.fromkeys(kinds, 0)
+    for d, rows in by_doc.items():
+        cases = sanity_cases(rows[0]["candidate"], source=rows[0]["source"], seed=0, key=d)
+        deg = [{"id": f"{d}~{c}", "source": rows[0]["source"], "candidate": cases[c]} for c in kinds if c in cases]
+        for m, real_, count in ((loaded, real, below), (ungated, raw, below_raw)):
+            for res in m.score(deg, precision="fp32"):
+                count[res.id.split("~")[1]] += res.scores["coherence"] < min(real_[r["id"]] for r in rows)
+    n = len(by_doc)
+    assert sum(below.values()) >= sum(below_raw.values()) + n, (below, below_raw)  # the gate does it
+    assert below["repeated_token"] == n and below["one_token"] >= n - 1
+    assert below["truncated"] >= n - 2 and below["words_shuffled"] >= n - 2, below
+    # the gate leaves most real candidates' scores exactly as the regressor gave them
+    same = sum(abs(raw[k] - real[k]) < 1e-6 for k in raw)
+    assert same >= 0.8 * len(raw)
+
+
+def test_folders_saved_before_the_gate_load_without_it(gated_student, tmp_path):
+    import shutil
+
+    from csem.model import EvaluationModel
+
+    _, folder, test = gated_student
+    old = tmp_path / "old"
+    shutil.copytree(folder, old)
+    cfg = json.loads((old / "config.json").read_text())
+    cfg.pop("acceptability_gate")
+    (old / "config.json").write_text(json.dumps(cfg))
+    from safetensors.torch import load_file, save_file
+
+    state = {k: v for k, v in load_file(str(old / "model.safetensors")).items() if not k.startswith("gate.")}
+    save_file(state, str(old / "model.safetensors"))
+    loaded = EvaluationModel.load(old)
+    assert loaded.module.gate is None
+    assert len(loaded.score(test[:3], precision="fp32")) == 3
