@@ -88,6 +88,7 @@ class Bench:
             self.data.update(json.loads(self.path.with_suffix(".json").read_text()))
         self.data["meta"].update(run=now(), machine=machine(), threads=args.threads, seeds=args.seeds)
         self.owned: set[str] = set()  # final-stage recipes this process trains
+        self.splits: set[str] = set()  # final-stage splits this process runs
         self.touched: set[str] = set()  # top-level keys this process writes (the others are re-read)
 
     def save(self):
@@ -105,6 +106,8 @@ class Bench:
             for split, rows in self.data.get("final", {}).items():
                 if not isinstance(rows, dict):
                     final[split] = rows
+                    continue
+                if split not in self.splits:  # another process may be running that split
                     continue
                 target = final.setdefault(split, {})
                 for name, rec in rows.items():
@@ -178,6 +181,7 @@ def stage_final(b: Bench, train, test) -> None:
         splits = {args.split: splits[args.split]}
     names = [OLD if n == "old" else chosen(b) for n in args.final_recipes.split(",")]
     b.owned.update(names)
+    b.splits.update(splits)
     for split, (tr, te) in splits.items():
         rows = fin.setdefault(split, {})
         if "baselines" not in rows:
