@@ -92,6 +92,12 @@ def test_train_cli_contrast_file_and_auto_pairs(tiny_encoder, train_records, tmp
     assert res.exit_code == 0, res.output
     card = json.loads((tmp_path / "m" / "metric_card.json").read_text())
     assert card["contrast"]["pairs"] == len(pairs) and card["contrast"]["epochs"] == 1
+    assert card["acceptability"]["accepted"] >= len(train_records)  # the gate is on by default
+    res = CliRunner().invoke(app, common + ["--out", str(tmp_path / "nogate"), "--contrast-per-record", "0",
+                                            "--no-acceptability-gate"])
+    assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "nogate" / "config.json").read_text())["acceptability_gate"] is False
+    assert "acceptability" not in json.loads((tmp_path / "nogate" / "metric_card.json").read_text())
     res = CliRunner().invoke(app, common + ["--out", str(tmp_path / "auto"), "--contrast-per-record", "1",
                                             "--contrast-epochs", "1"])
     assert res.exit_code == 0, res.output

@@ -103,6 +103,10 @@ def train(
                                               "fragments, source positions, surface form; an MLP term; better on "
                                               "the training data's systems, worse on unseen ones; use --lr 1e-4 "
                                               "--head-lr 1e-4)"),
+    acceptability_gate: Optional[bool] = typer.Option(
+        None, "--acceptability-gate/--no-acceptability-gate",
+        help="after training, fit the acceptability gate (real vs rule-made degenerate texts; a text it rejects "
+             "scores below the real candidates); default: on"),
     epochs: Optional[int] = typer.Option(None, help="maximum epochs (default: TrainConfig's)"),
     batch_size: Optional[int] = typer.Option(None, help="rows per step (default: TrainConfig's)"),
     lr: Optional[float] = typer.Option(None, help="encoder learning rate (default: TrainConfig's)"),
@@ -158,7 +162,7 @@ def train(
         hidden_sizes=[int(h) for h in hidden_sizes.split(",") if h.strip()] if hidden_sizes else None,
         activation=activation, dropout=dropout, max_length=max_length, source_max_length=source_max_length,
         pairwise_weight=pairwise_weight, ref_aggregation=ref_aggregation, overlap_features=overlap_features,
-        feature_set=feature_set))
+        feature_set=feature_set, acceptability_gate=acceptability_gate))
     tc = TrainConfig(**given(
         lr=lr, head_lr=head_lr, batch_size=batch_size, max_epochs=epochs, patience=patience,
         frozen_epochs=frozen_epochs, layerwise_decay=layerwise_decay, gradient_clip=gradient_clip,

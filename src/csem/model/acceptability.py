@@ -67,6 +67,9 @@ class AcceptabilityGate(nn.Module):
         self.register_buffer("std", torch.ones(n_features))
         self.register_buffer("threshold", torch.full((len(self.aspects),), 0.5))
         self.register_buffer("fitted", torch.zeros(()))
+        # fitted by fit_gate alone, never by the student's optimiser (and no gradient while the student trains,
+        # which DDP would report as unused parameters)
+        self.requires_grad_(False)
 
     @property
     def is_fitted(self) -> bool:
@@ -215,8 +218,10 @@ def fit_gate(gate: AcceptabilityGate, records: Sequence[Mapping[str, Any]], mode
             loss.backward()
             return loss
 
+        net.requires_grad_(True)
         with torch.enable_grad():
             opt.step(closure)
+        net.requires_grad_(False)
         with torch.no_grad():
             p = torch.sigmoid(net(x)[:, 0])
         theta = float(torch.quantile(p[: len(x_pos)], quantile).clamp(min=1e-6))
