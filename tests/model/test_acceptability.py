@@ -76,6 +76,7 @@ def gated_student(shared_data, tmp_path_factory, small_model):
     return model, out, summeval_system_records(shared_data, range(40, 52))
 
 
+@pytest.mark.slow
 def test_gate_ranks_degenerate_candidates_below_real_ones_after_save_and_load(gated_student):
     from csem.data.contrasts import sanity_cases
     from csem.model import EvaluationModel
@@ -113,6 +114,7 @@ def test_gate_ranks_degenerate_candidates_below_real_ones_after_save_and_load(ga
     assert same >= 0.8 * len(raw)
 
 
+@pytest.mark.slow
 def test_folders_saved_before_the_gate_load_without_it(gated_student, tmp_path):
     import shutil
 
