@@ -24,6 +24,10 @@ Stages (``--stages``, default all; each saves as it finishes, ``--resume`` keeps
            text below the original
   ties     within-document tied scores of the default student's test scores in bf16 vs fp32
 
+Models trained with the acceptability gate (csem.model.acceptability, csem train's default) are also scored
+with the gate removed, in the final and sanity stages: rows and tables marked "without the acceptability gate
+(same models)".
+
 Out: ``benchmarks/results/student_contrast.{json,md}``; the rows, ``sanity`` and ``sanity_aspects`` are also
 merged into ``benchmarks/results/student_summeval.json`` (layout kept; the default's rows say ``(default)``).
 
