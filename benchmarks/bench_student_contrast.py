@@ -23,6 +23,9 @@ Stages (``--stages``, default all; each saves as it finishes, ``--resume`` keeps
            aspect matrix: for each aspect's perturbation family, how often each head ranks the perturbed
            text below the original
   ties     within-document tied scores of the default student's test scores in bf16 vs fp32
+  speed    what the acceptability gate costs at scoring time: the default student scoring the 800 test
+           summaries with its gate and with the gate removed, side by side (interleaved, best of
+           ``--repeats``, fp32, batch 32), and the seconds fitting the gate took (metric card)
 
 Models trained with the acceptability gate (csem.model.acceptability, csem train's default) are also scored
 with the gate removed, in the final and sanity stages: rows and tables marked "without the acceptability gate
@@ -47,8 +50,10 @@ from harness import ASPECTS, RESULTS, aspect_rows, log, machine, markdown_table,
 
 import bench_student_summeval as S
 
-STAGES = ("cv", "final", "sanity", "ties")
-OLD = "old default (no contrast pretraining)"
+STAGES = ("cv", "final", "sanity", "ties", "speed")
+OLD = "no contrast pretraining (labels only)"
+#: the name this recipe had before contrast pretraining stopped being the default (rows dropped on --resume)
+STALE = "old default (no contrast pretraining)"
 RECIPES = {
     OLD: {},
     # csem train's auto pairs (csem.model.contrast.auto_pairs): 1 per training row and aspect, at most 400
@@ -118,6 +123,9 @@ class Bench:
                     if name == "baselines" or name in self.owned:
                         target[name] = rec
             merged["final"] = final
+            for rows in [*final.values(), merged.get("sanity") or {}, merged.get("sanity_aspects") or {}]:
+                for k in [k for k in (rows if isinstance(rows, dict) else {}) if k.startswith(STALE)]:
+                    del rows[k]  # rows of the recipe's former name (re-run under OLD)
             write_results(self.path, merged, render(merged))
         self.merged = merged
 
@@ -162,6 +170,14 @@ def stage_cv(b: Bench, train: list[dict]) -> None:
     cv["chosen"] = best
     log(f"cv chosen: {best}")
     b.save()
+
+
+def default_recipe() -> str:
+    """The recipe ``csem train`` runs by default (TrainConfig's contrast settings): its rows say "(default)",
+    and the sanity, ties and speed stages score its standard-split model."""
+    from csem.model import TrainConfig
+
+    return OLD if TrainConfig().contrast_per_record == 0 else list(RECIPES)[1]
 
 
 def chosen(b: Bench) -> str:
@@ -315,7 +331,7 @@ def stage_sanity(b: Bench, test) -> None:
 
     args = b.args
     b.touched.update({"sanity", "sanity_aspects"})
-    for name in (OLD, chosen(b)):
+    for name in dict.fromkeys((default_recipe(), OLD, chosen(b))):
         path = args.models / f"standard-{slug(name)}"
         if not path.exists():
             log(f"sanity: {path} missing (run the final stage first)")
@@ -336,7 +352,7 @@ def stage_sanity(b: Bench, test) -> None:
 def stage_ties(b: Bench, test) -> None:
     from csem.model import EvaluationModel
 
-    path = b.args.models / f"standard-{slug(chosen(b))}"
+    path = b.args.models / f"standard-{slug(default_recipe())}"
     if not path.exists():
         return
     model = EvaluationModel.load(path)
@@ -358,18 +374,52 @@ def stage_ties(b: Bench, test) -> None:
     b.save()
 
 
+def stage_speed(b: Bench, test) -> None:
+    """Scoring speed of the same student with and without its acceptability gate (the gate adds the lexical
+    features of every (candidate, source) pair: CPU-side Python, no encoder pass)."""
+    from csem.model import EvaluationModel
+
+    path = b.args.models / f"standard-{slug(default_recipe())}"
+    if not path.exists():
+        return
+    model = EvaluationModel.load(path)
+    gate = model.module.gate
+    if gate is None or not gate.is_fitted:
+        log("speed: the model has no fitted gate")
+        return
+    b.touched.add("gate_speed")
+    recs = [dict(r) for r in test]
+    model.score(recs[:8], precision="fp32")  # warm-up
+    best = {"with the gate": float("inf"), "gate removed": float("inf")}
+    for _ in range(b.args.repeats):  # interleaved: both see the same machine load
+        for key, g in (("with the gate", gate), ("gate removed", None)):
+            model.module.gate = g
+            t0 = time.perf_counter()
+            model.score(recs, batch_size=32, precision="fp32")
+            best[key] = min(best[key], time.perf_counter() - t0)
+    model.module.gate = gate
+    out = {k: {"seconds": v, "samples_per_s": len(recs) / v} for k, v in best.items()}
+    out.update(records=len(recs), repeats=b.args.repeats, threads=b.args.threads,
+               slowdown=best["with the gate"] / best["gate removed"],
+               gate_fit_seconds=(model.card.get("acceptability") or {}).get("seconds"),
+               train_rows=(model.card.get("training") or {}).get("n_records"))
+    b.data["gate_speed"] = out
+    log(f"speed: {out}")
+    b.save()
+
+
 # --------------------------------------------------------------------------------------------- merge + render
 def merge(b: Bench) -> None:
-    """Copy the rows into student_summeval.json (its layout), the chosen recipe marked (default)."""
+    """Copy the rows into student_summeval.json (its layout), csem train's default recipe marked (default)."""
     path = RESULTS / "student_summeval.json"
     d = json.loads(path.read_text())
-    default = chosen(b)
+    default = default_recipe()
     for split, key in (("standard", None), ("disjoint", "disjoint")):
         rows = b.data["final"].get(split, {})
         target = d["correlations"] if key is None else d["disjoint"].setdefault("correlations", {})
         for k in [k for k in target if "(default)" in k or "contrast" in k]:
             del target[k]
-        for name in (OLD, default):
+        for name in dict.fromkeys((OLD, chosen(b), default)):
             rec = rows.get(name)
             if not rec or "spearman" not in rec:
                 continue
@@ -391,6 +441,8 @@ def merge(b: Bench) -> None:
     d["sanity_detail"] = b.data["sanity"]
     d["sanity_aspects"] = b.data["sanity_aspects"].get(default, {})
     d["precision_ties"] = b.data["precision_ties"]
+    if b.data.get("gate_speed"):
+        d["gate_speed"] = b.data["gate_speed"]
     S.write_results(path.with_suffix(""), d, S.render(d))
 
 
@@ -441,6 +493,16 @@ def render(d: dict) -> list[str]:
                   markdown_table([[p, str(v["tied_pairs"]), str(v["pairs"]), fmt(v["share"], 4), fmt(v["average_spearman"])]
                                   for p, v in d["precision_ties"].items()],
                                  ["precision", "tied within-document pairs", "pairs", "share", "average Spearman"]), ""]
+    g = d.get("gate_speed")
+    if g:
+        lines += ["## What the acceptability gate costs at scoring time", "",
+                  f"The default student scoring the {g['records']} test summaries, fp32, batch 32, "
+                  f"{g['threads']} thread(s), interleaved, best of {g['repeats']}:", "",
+                  markdown_table([[k, fmt(g[k]["seconds"], 2), fmt(g[k]["samples_per_s"], 1)]
+                                  for k in ("with the gate", "gate removed")],
+                                 ["scoring", "seconds", "summaries/s"]), "",
+                  f"Slowdown with the gate: **{fmt(g['slowdown'], 2)}x**; fitting the gate after training took "
+                  f"{fmt(g['gate_fit_seconds'], 1)} s ({g.get('train_rows')} training rows).", ""]
     return lines
 
 
@@ -449,6 +511,7 @@ def main() -> int:
     ap.add_argument("--stages", default=",".join(STAGES))
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=3, help="speed stage: timed repeats (best kept)")
     ap.add_argument("--split", default="both", choices=["standard", "disjoint", "both"], help="final stage: which split")
     ap.add_argument("--final-recipes", default="old,chosen", help="final stage: old and/or chosen")
     ap.add_argument("--assume-chosen", default="", help="index into RECIPES to use as the chosen recipe before the "
@@ -470,6 +533,8 @@ def main() -> int:
             stage_sanity(b, test)
         elif stage == "ties":
             stage_ties(b, test)
+        elif stage == "speed":
+            stage_speed(b, test)
         else:
             raise SystemExit(f"unknown stage {stage}")
     b.save()

@@ -164,9 +164,10 @@ def second_recipe() -> tuple[str, dict]:
 
 
 def train_student(train: list[dict], test: list[dict], col: str, seed: int, threads: int, lower_cache: dict,
-                  options: dict | None = None) -> tuple[dict, float]:
+                  options: dict | None = None) -> tuple[dict, float, dict | None]:
     """The default student (``csem train`` defaults; ``options``: further TrainConfig fields such as
-    :data:`CONTRAST`) on ``train``; its correlations with the teacher on ``test`` and the training seconds."""
+    :data:`CONTRAST`) on ``train``; its correlations with the teacher on ``test``, the training seconds,
+    and the same model's correlations with its acceptability gate removed (None without a gate)."""
     from csem.model import ModelConfig, TrainConfig, train as train_model
 
     t0 = time.perf_counter()
@@ -175,10 +176,19 @@ def train_student(train: list[dict], test: list[dict], col: str, seed: int, thre
     model = train_model(train, [col], "ref-free", config=cfg, train_config=tc, label_range=(1, 5),
                         lower_cache=lower_cache)
     secs = time.perf_counter() - t0
-    cols = model.score_columns(test, name="student")
-    (mcol,) = [c for c in cols if not c.endswith(".std")]
-    rows = [dict(r, **{mcol: v}) for r, v in zip(test, cols[mcol])]
-    return correlations(rows, mcol, col), secs
+
+    def corr() -> dict:
+        cols = model.score_columns(test, name="student")
+        (mcol,) = [c for c in cols if not c.endswith(".std")]
+        return correlations([dict(r, **{mcol: v}) for r, v in zip(test, cols[mcol])], mcol, col)
+
+    with_gate = corr()
+    no_gate = None
+    if model.module.gate is not None:
+        gate, model.module.gate = model.module.gate, None
+        no_gate = corr()
+        model.module.gate = gate
+    return with_gate, secs, no_gate
 
 
 def summarise(runs: list[dict]) -> dict:
@@ -335,15 +345,20 @@ def main() -> None:
             use = seeds if args.large_seeds is None or size < args.large_from else seeds[:args.large_seeds]
             size_runs = []
             for seed in use:
-                corr, secs = train_student(pool, test, col, seed, args.threads, lower_cache, options)
-                run = {"recipe": recipe, "labels": size, "seed": seed, "corr": corr, "train_seconds": secs}
+                corr, secs, no_gate = train_student(pool, test, col, seed, args.threads, lower_cache, options)
+                run = {"recipe": recipe, "labels": size, "seed": seed, "corr": corr, "train_seconds": secs,
+                       "corr_no_gate": no_gate}
                 size_runs.append(run)
                 runs.append(run)
                 log(f"{recipe} student, {size} labels, seed {seed}: summary spearman "
-                    f"{fmt(corr['summary']['spearman'])}, dataset {fmt(corr['dataset']['spearman'])} ({secs:.0f} s)")
+                    f"{fmt(corr['summary']['spearman'])}, dataset {fmt(corr['dataset']['spearman'])}, gate removed "
+                    f"{fmt(no_gate['summary']['spearman'] if no_gate else None)} ({secs:.0f} s)")
             s = summarise(size_runs)
+            ng = [r["corr_no_gate"]["summary"]["spearman"] for r in size_runs if r.get("corr_no_gate")]
             curve.append({"labels": size, "spearman": s["summary_spearman"], "sd": s["summary_spearman_sd"],
                           "seeds": len(size_runs),
+                          "spearman_no_gate": statistics.fmean(ng) if len(ng) == len(size_runs) else None,
+                          "sd_no_gate": statistics.stdev(ng) if len(ng) == len(size_runs) > 1 else None,
                           **{k: v for k, v in s.items() if not k.startswith("summary_spearman")},
                           "by_dataset": {d: sum(r["dataset"] == d for r in pool) for d in tp.DATASETS}})
             res["runs"] = runs
@@ -397,6 +412,13 @@ def plot(res: dict, path: str) -> None:
                        title=f"student vs its teacher ({res['teacher']['judge']}), {res['test_candidates']} test candidates")
 
 
+def _no_gate(c: dict) -> str:
+    """The curve point's summary Spearman with the acceptability gate removed (same models), or "-"."""
+    if c.get("spearman_no_gate") is None:
+        return "-"
+    return f"{fmt(c['spearman_no_gate'])}" + (f" ± {fmt(c['sd_no_gate'])}" if c.get("sd_no_gate") is not None else "")
+
+
 def report(res: dict) -> list[str]:
     t = res["teacher"]
     j = res["judging"]
@@ -424,7 +446,7 @@ def report(res: dict) -> list[str]:
     ]
     rows = []
     for c in res["curve"]:
-        rows.append([c["labels"], c["seeds"], f"{fmt(c['spearman'])} ± {fmt(c['sd'])}",
+        rows.append([c["labels"], c["seeds"], f"{fmt(c['spearman'])} ± {fmt(c['sd'])}", _no_gate(c),
                      f"{fmt(c['summary_kendall'])} ± {fmt(c['summary_kendall_sd'])}",
                      f"{fmt(c['dataset_spearman'])} ± {fmt(c['dataset_spearman_sd'])}",
                      f"{fmt(c['dataset_kendall'])} ± {fmt(c['dataset_kendall_sd'])}",
@@ -432,17 +454,18 @@ def report(res: dict) -> list[str]:
                          ["overlap features, least squares on the training pool"]),
                      fmt(res["baselines_by_size"][str(c["labels"])]
                          ["system prior (the system's mean teacher score on the training pool)"])])
-    lines.append(markdown_table(rows, ["labels", "seeds", "summary Spearman", "summary Kendall", "dataset Spearman",
-                                       "dataset Kendall", "overlap LS (summary ρ)", "system prior (summary ρ)"]))
+    lines.append(markdown_table(rows, ["labels", "seeds", "summary Spearman", "same models, gate removed",
+                                       "summary Kendall", "dataset Spearman", "dataset Kendall",
+                                       "overlap LS (summary ρ)", "system prior (summary ρ)"]))
     if res.get("contrast_curve"):
         opts = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in res["contrast_recipe"]["train_config"].items())
         lines += ["", f"Second curve: {res['contrast_recipe']['name']} (`csem train {opts}`).", ""]
-        rows = [[c["labels"], c["seeds"], f"{fmt(c['spearman'])} ± {fmt(c['sd'])}",
+        rows = [[c["labels"], c["seeds"], f"{fmt(c['spearman'])} ± {fmt(c['sd'])}", _no_gate(c),
                  f"{fmt(c['summary_kendall'])} ± {fmt(c['summary_kendall_sd'])}",
                  f"{fmt(c['dataset_spearman'])} ± {fmt(c['dataset_spearman_sd'])}",
                  f"{fmt(c['dataset_kendall'])} ± {fmt(c['dataset_kendall_sd'])}"] for c in res["contrast_curve"]]
-        lines.append(markdown_table(rows, ["labels", "seeds", "summary Spearman", "summary Kendall",
-                                           "dataset Spearman", "dataset Kendall"]))
+        lines.append(markdown_table(rows, ["labels", "seeds", "summary Spearman", "same models, gate removed",
+                                           "summary Kendall", "dataset Spearman", "dataset Kendall"]))
     for label, f in (("Fit", res.get("fit")), ("Fit of the contrast curve", res.get("contrast_fit"))):
         if not f:
             continue

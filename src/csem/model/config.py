@@ -7,9 +7,10 @@ out (3 folds of 4 systems): a bi-encoder (CSEM Eq. 10 / Eq. 9 features, COMET's 
 top 2 encoder layers are fine-tuned over cached lower-layer states, sources cut to 256 tokens, the
 ``overlap`` lexical features into each head (input and a linear term started at the
 least-squares fit), MSE on min-max-normalised ratings (Eq. 11) plus the same-source ranking loss
-(Eq. 3), encoder lr 1e-3, head lr 1e-3, head ``[512]``, batches of 12 rows, 1 epoch, after one epoch
-of contrast pretraining on up to 400 rule-made pairs made from the training rows themselves and with
-those pairs mixed into label training (weight 0.5; ``benchmarks/bench_student_contrast.py``). The richer
+(Eq. 3), encoder lr 1e-3, head lr 1e-3, head ``[512]``, batches of 12 rows, 1 epoch, labels only:
+contrast pretraining on rule-made pairs (``contrast_per_record``) is an option, not the default, since
+two of the three cross-validations on training data that compared it lost with it (see
+``TrainConfig.contrast_epochs``). The richer
 ``lexical`` set (``feature_set="lexical"``, with lr 1e-4) wins with documents held out (0.448 vs
 0.426 held-out Spearman with the GPT-4 labels) but loses with systems held out (0.237 vs 0.304):
 it learns the 12 systems' output styles, so it is an option, not the default. The
@@ -204,11 +205,14 @@ class TrainConfig(BaseModel):
             batch, AdamW, the model's loss) for this many steps at this learning rate; 0 skips it.
         contrast_epochs: with contrast pairs (``train(contrast=...)``, or made from the training rows by
             ``contrast_per_record``; :mod:`csem.model.contrast`), epochs of pretraining on the pairs alone
-            (ranking loss, Eq. 3) before the labels; 0 = none. The default contrast settings (1 pair per
-            row and aspect, at most 400, 1 epoch, mixed in with weight 0.5, 8 pairs per batch) won the
+            (ranking loss, Eq. 3) before the labels; 0 = none. Contrast pairs are off by default
+            (``contrast_per_record=0``): with ``contrast_per_record=1`` and these settings (at most 400
+            pairs, 1 epoch, mixed in with weight 0.5, 8 pairs per batch) the student won the
             cross-validation with systems held out on SummEval's training documents (0.448 vs 0.376
-            held-out Spearman with the GPT-4 labels for no contrast;
-            ``benchmarks/results/student_contrast.md``).
+            held-out Spearman with the GPT-4 labels, one seed; ``benchmarks/results/student_contrast.md``)
+            but lost the grouped cross-validations on the main job's training articles (0.211 vs 0.303,
+            3 seeds; ``main_job_recipe.md``) and on the teacher pool's training candidates
+            (``teacher_pool_cv.md``), where it fell below zero.
         contrast_mix: weight of the contrast ranking loss added to every label-training step (one
             batch of pairs per step, cycling; rehearsal, so fine-tuning does not forget what the
             pairs taught); 0 = off.
@@ -246,7 +250,7 @@ class TrainConfig(BaseModel):
     feature_prefit_lr: float = Field(3e-3, gt=0)
     contrast_epochs: int = Field(1, ge=0)
     contrast_mix: float = Field(0.5, ge=0)
-    contrast_per_record: int = Field(1, ge=0)
+    contrast_per_record: int = Field(0, ge=0)
     contrast_max_pairs: int | None = Field(400, ge=1)
     contrast_pairs_per_batch: int = Field(8, ge=1)
     contrast_lr: float | None = Field(None, gt=0)

@@ -1,0 +1,191 @@
+"""Which contrast recipe should ``csem train`` default to? Grouped cross-validation on the teacher pool's
+TRAINING candidates (issues 23 and 24).
+
+Why: ``csem train``'s default mixes 400 rule-made contrast pairs (csem.model.contrast.auto_pairs, one per
+training row up to ``contrast_max_pairs``) into label training at weight 0.5. On SummEval (600 GPT-4
+labels, systems held out, one seed) that beat no pairs; on the main job's 72 training rows (3 seeds) it
+lost; and the teacher-scale curve fell as labels grew. One suspect: the 400 pairs are cycled through every
+label batch, so at 2,000+ labels each pair is rehearsed several times per epoch. This benchmark asks the
+question on training data only, with a second training set that has many labels.
+
+Data: the first ``--labels`` judged TRAINING candidates of the teacher pool (``benchmarks/data/teacher_pool``,
+judging order, as ``bench_teacher_scale.py``'s nested pools); the held-out test pool of the teacher-scale
+benchmark is never read. They are split into ``--folds`` groups of sources
+(:func:`csem.model.cv.grouped_folds`: every candidate of a source in one fold); for each seed, fold and recipe
+a student is trained on the other folds (``csem train``'s defaults plus the recipe's TrainConfig fields) and
+scored on the held-out fold. Figure: summary-level Spearman (and Kendall tau-b) of student vs teacher on the
+held-out fold (within each source over its candidates, averaged over sources), mean over folds, then mean and
+sd over seeds; beside it, on the same folds, length (words) and a least-squares fit of the overlap features.
+
+Run:  nice -n 5 python benchmarks/bench_teacher_pool_cv.py [--labels 1800] [--folds 2] [--seeds 12,13]
+      [--recipes 'NAME;NAME'] [--resume]
+Out:  benchmarks/results/teacher_pool_cv.{json,md}
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+
+from harness import fmt, log, machine, markdown_table, now, parser, setup, write_results
+
+import bench_teacher_scale as T
+import teacher_pool as tp
+
+#: TrainConfig fields over csem train's defaults (explicit, so a name means the same recipe when the
+#: defaults change)
+CONTRAST = {"contrast_per_record": 1, "contrast_max_pairs": 400, "contrast_epochs": 1, "contrast_mix": 0.5}
+RECIPES: dict[str, dict] = {
+    "contrast pretraining + mixing (1 pair per row, at most 400, 1 epoch, mix 0.5)": CONTRAST,
+    "no contrast pairs": {"contrast_per_record": 0},
+    "contrast pretraining only (no mixing)": {**CONTRAST, "contrast_mix": 0.0},
+    "contrast pairs not capped (1 per row)": {**CONTRAST, "contrast_max_pairs": None},
+}
+#: names of a first run, before the names above: read on --resume
+ALIASES = {"default": "contrast pretraining + mixing (1 pair per row, at most 400, 1 epoch, mix 0.5)",
+           "no-contrast": "no contrast pairs"}
+
+
+def student(train: list[dict], held: list[dict], col: str, seed: int, threads: int, cache: dict,
+            options: dict) -> tuple[dict, dict | None, float, int]:
+    """Train on ``train`` (csem train's defaults + ``options``); correlations with the teacher on ``held``,
+    and those of the same model with its acceptability gate removed (None without a gate)."""
+    from csem.model import ModelConfig, TrainConfig, train as train_model
+
+    t0 = time.perf_counter()
+    tc = TrainConfig(seed=seed, num_threads=threads, **options)
+    model = train_model(train, [col], "ref-free", config=ModelConfig(name="student"), train_config=tc,
+                        label_range=(1, 5), lower_cache=cache)
+    secs = time.perf_counter() - t0
+
+    def corr() -> dict:
+        cols = model.score_columns(held, name="student")
+        (mcol,) = [c for c in cols if not c.endswith(".std")]
+        return T.correlations([dict(r, **{mcol: v}) for r, v in zip(held, cols[mcol])], mcol, col)
+
+    with_gate = corr()
+    no_gate = None
+    if model.module.gate is not None:
+        gate, model.module.gate = model.module.gate, None
+        no_gate = corr()
+        model.module.gate = gate
+    return with_gate, no_gate, secs, (model.card.get("contrast") or {}).get("pairs", 0)
+
+
+def baselines(train: list[dict], held: list[dict], col: str) -> dict:
+    """Length (words) and the overlap-feature least-squares fit (fitted on ``train``) on ``held``."""
+    fixed = T.fixed_baselines(held, col)
+    fitted = T.fitted_baselines(train, held, col, T.features(held))
+    keep = ("length (words)", "overlap features, least squares on the training pool")
+    return {k: v["summary"]["spearman"] for k, v in {**fixed, **fitted}.items() if k in keep}
+
+
+def report(res: dict) -> str:
+    m = res["meta"]
+    lines = ["# Contrast recipe by grouped cross-validation on the teacher pool's training candidates\n",
+             f"{res['labels']} training candidates (first in judging order; the test pool is not read), "
+             f"{m['folds']} folds by source, seeds {', '.join(map(str, m['seeds']))}; teacher "
+             f"{res['teacher']}; {m['machine']}; {m['date']}; {m['threads']} torch thread(s). Figure: "
+             "summary-level Spearman with the teacher on the held-out fold, mean over folds, then mean +- sd "
+             "over seeds (each seed's value in its own column).\n"]
+    rows = []
+    for name, r in res["recipes"].items():
+        per = r.get("per_seed", {})
+        vals = [v for v in per.values() if v is not None]
+        mean = statistics.fmean(vals) if vals else None
+        sd = statistics.stdev(vals) if len(vals) > 1 else None
+        ng = list(r.get("per_seed_no_gate", {}).values())
+        rows.append([name, fmt(mean) + (f" +- {fmt(sd)}" if sd is not None else ""),
+                     ", ".join(fmt(v) for v in vals), fmt(statistics.fmean(ng)) if ng else "-",
+                     str(r.get("pairs", "-")), f"{r.get('seconds', 0):.0f}"])
+    for name, v in res["baselines"].items():
+        rows.append([name, fmt(v), "-", "-", "-", "-"])
+    lines.append(markdown_table(rows, ["recipe", "Spearman vs teacher", "per seed", "same models, gate removed",
+                                       "pairs (last fold)",
+                                       "train s (all runs)"]))
+    if res.get("chosen"):
+        lines.append(f"\nHighest: **{res['chosen']}**.")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = parser(__doc__, out="teacher_pool_cv", threads=1, seed=None)
+    ap.add_argument("--labels", type=int, default=1800)
+    ap.add_argument("--folds", type=int, default=2)
+    ap.add_argument("--seeds", default="12,13")
+    ap.add_argument("--recipes", default=";".join(RECIPES), help="names of RECIPES, separated by ';'")
+    ap.add_argument("--resume", action="store_true", help="keep the finished (seed, fold, recipe) runs")
+    args = ap.parse_args()
+    setup(args)
+    from csem.model.cv import grouped_folds
+
+    prov = json.loads((tp.POOL / "provenance.json").read_text())
+    col = f"judge.{prov['rubric']['aspect']}"
+    _, train, _ = T.load(col)
+    pool = train[:args.labels]
+    seeds = [int(s) for s in args.seeds.split(",")]
+    recipes = [ALIASES.get(r, r) for r in args.recipes.split(";") if r]
+    unknown = [r for r in recipes if r not in RECIPES]
+    if unknown:
+        ap.error(f"unknown recipe(s): {', '.join(unknown)} (known: {', '.join(RECIPES)})")
+    out_json = args.out.with_suffix(".json")
+    old = json.loads(out_json.read_text()) if args.resume and out_json.exists() else {}
+    for r in old.get("runs", []):
+        r["recipe"] = ALIASES.get(r["recipe"], r["recipe"])
+    done = {(r["seed"], r["fold"], r["recipe"]): r for r in old.get("runs", [])
+            if old.get("labels") == len(pool) and old.get("meta", {}).get("folds") == args.folds}
+    folds = grouped_folds(pool, args.folds, key="doc_id", seed=0)
+    res = {"meta": {"date": now(), "machine": machine(), "threads": args.threads, "seeds": seeds,
+                    "folds": args.folds, "recipes": {r: RECIPES[r] for r in recipes}},
+           "teacher": f"{prov['judge']} / {prov['rubric']['id']} ({prov['mode']})", "labels": len(pool),
+           "runs": list(done.values())}
+    base: dict = {}
+    for tr_idx, held_idx in folds:
+        tr, held = [pool[i] for i in tr_idx], [pool[i] for i in held_idx]
+        for name, v in baselines(tr, held, col).items():
+            base.setdefault(name, []).append(v)
+    res["baselines"] = {k: statistics.fmean(v) for k, v in base.items()}
+
+    def summarise() -> None:
+        res["recipes"] = {}
+        for name in recipes:
+            runs = [r for r in res["runs"] if r["recipe"] == name]
+            per_seed, per_seed_no_gate = {}, {}
+            for s in seeds:
+                vals = [r["spearman"] for r in runs if r["seed"] == s and r["spearman"] is not None]
+                if len(vals) == args.folds:
+                    per_seed[str(s)] = statistics.fmean(vals)
+                vals = [r.get("spearman_no_gate") for r in runs if r["seed"] == s]
+                if len(vals) == args.folds and None not in vals:
+                    per_seed_no_gate[str(s)] = statistics.fmean(vals)
+            res["recipes"][name] = {"per_seed": per_seed, "per_seed_no_gate": per_seed_no_gate,
+                                    "seconds": sum(r["seconds"] for r in runs),
+                                    "pairs": runs[-1]["pairs"] if runs else None,
+                                    "folds_done": len(runs)}
+        full = {n: statistics.fmean(r["per_seed"].values()) for n, r in res["recipes"].items()
+                if len(r["per_seed"]) == len(seeds)}
+        res["chosen"] = max(full, key=full.get) if full else None
+        write_results(args.out, res, report(res))
+
+    cache: dict = {}
+    for seed in seeds:
+        for k, (tr_idx, held_idx) in enumerate(folds):
+            tr, held = [pool[i] for i in tr_idx], [pool[i] for i in held_idx]
+            for name in recipes:
+                if (seed, k, name) in done:
+                    continue
+                corr, no_gate, secs, pairs = student(tr, held, col, seed, args.threads, cache, RECIPES[name])
+                run = {"seed": seed, "fold": k, "recipe": name, "spearman": corr["summary"]["spearman"],
+                       "kendall": corr["summary"]["kendall"],
+                       "spearman_no_gate": no_gate["summary"]["spearman"] if no_gate else None,
+                       "seconds": secs, "pairs": pairs, "train": len(tr), "held": len(held)}
+                res["runs"].append(run)
+                log(f"seed {seed} fold {k} {name}: {fmt(run['spearman'])}, gate removed "
+                    f"{fmt(run['spearman_no_gate'])} ({secs:.0f} s, {pairs} pairs)")
+                summarise()
+    summarise()
+
+
+if __name__ == "__main__":
+    main()
