@@ -73,6 +73,40 @@ def student(train: list[dict], held: list[dict], col: str, seed: int, threads: i
     return with_gate, no_gate, secs, (model.card.get("contrast") or {}).get("pairs", 0)
 
 
+def gate_check(folds, pool: list[dict], col: str, seed: int = 12) -> dict:
+    """What the acceptability gate rejects among REAL candidates, and whether people agree: for each fold a
+    gate is fitted on the training part (:func:`csem.model.acceptability.fit_gate`, as ``csem train`` does)
+    and applied to the held-out part; per dataset, the share of held-out candidates it rejects (factor < 1)
+    and the mean human score (each ``human.<aspect>``) and mean teacher score of rejected vs accepted ones."""
+    import torch
+
+    from csem.model.acceptability import AcceptabilityGate, contexts_of, fit_gate, gate_size
+    from csem.model.features import pair_features
+
+    acc: dict = {}
+    for tr_idx, held_idx in folds:
+        tr, held = [pool[i] for i in tr_idx], [pool[i] for i in held_idx]
+        gate = AcceptabilityGate(gate_size("ref-free"), [col.split(".", 1)[1]])
+        fit_gate(gate, tr, "ref-free", seed=seed)
+        x = torch.tensor([pair_features("lexical", r["candidate"], contexts_of(r, "ref-free")) for r in held])
+        with torch.no_grad():
+            factor = gate.factor(x)[:, 0].tolist()
+        for r, g in zip(held, factor):
+            d = acc.setdefault(r["dataset"], {"rejected": [], "accepted": []})
+            d["rejected" if g < 1 else "accepted"].append(r)
+    out: dict = {}
+    for ds, d in sorted(acc.items()):
+        n = len(d["rejected"]) + len(d["accepted"])
+        row: dict = {"candidates": n, "rejected": len(d["rejected"]), "share_rejected": len(d["rejected"]) / n}
+        keys = sorted({k for g in d.values() for r in g for k in r if k.startswith("human.")} | {col})
+        for k in keys:
+            for side in ("rejected", "accepted"):
+                vals = [r[k] for r in d[side] if isinstance(r.get(k), (int, float))]
+                row[f"{k} {side}"] = statistics.fmean(vals) if vals else None
+        out[ds] = row
+    return out
+
+
 def baselines(train: list[dict], held: list[dict], col: str) -> dict:
     """Length (words) and the overlap-feature least-squares fit (fitted on ``train``) on ``held``."""
     fixed = T.fixed_baselines(held, col)
@@ -96,16 +130,30 @@ def report(res: dict) -> str:
         mean = statistics.fmean(vals) if vals else None
         sd = statistics.stdev(vals) if len(vals) > 1 else None
         ng = list(r.get("per_seed_no_gate", {}).values())
+        runs = [x for x in res["runs"] if x["recipe"] == name]
+        folds = "; ".join(f"seed {x['seed']} fold {x['fold']}: {fmt(x['spearman'])}" for x in runs)
         rows.append([name, fmt(mean) + (f" +- {fmt(sd)}" if sd is not None else ""),
-                     ", ".join(fmt(v) for v in vals), fmt(statistics.fmean(ng)) if ng else "-",
+                     ", ".join(fmt(v) for v in vals) + (f" ({folds})" if folds else ""), fmt(statistics.fmean(ng)) if ng else "-",
                      str(r.get("pairs", "-")), f"{r.get('seconds', 0):.0f}"])
     for name, v in res["baselines"].items():
         rows.append([name, fmt(v), "-", "-", "-", "-"])
-    lines.append(markdown_table(rows, ["recipe", "Spearman vs teacher", "per seed", "same models, gate removed",
+    lines.append(markdown_table(rows, ["recipe", "Spearman vs teacher", "per seed (per fold)", "same models, gate removed",
                                        "pairs (last fold)",
                                        "train s (all runs)"]))
     if res.get("chosen"):
         lines.append(f"\nHighest: **{res['chosen']}**.")
+    g = res.get("gate_check")
+    if g:
+        lines.append("\n## What the acceptability gate rejects among real candidates\n")
+        lines.append("A gate fitted on each fold's training part (as `csem train` fits it) applied to the held-out "
+                     "part: the share of real candidates it rejects, and the mean human and teacher scores of the "
+                     "rejected vs the accepted ones.\n")
+        rows = []
+        for ds, row in g.items():
+            for k in sorted({k.rsplit(" ", 1)[0] for k in row if k.endswith(" rejected") and k != "rejected"}):
+                rows.append([ds, f"{row['rejected']} / {row['candidates']}", k, fmt(row.get(f"{k} rejected")),
+                             fmt(row.get(f"{k} accepted"))])
+        lines.append(markdown_table(rows, ["dataset", "rejected", "score", "mean, rejected", "mean, accepted"]))
     return "\n".join(lines) + "\n"
 
 
@@ -146,6 +194,8 @@ def main() -> None:
         for name, v in baselines(tr, held, col).items():
             base.setdefault(name, []).append(v)
     res["baselines"] = {k: statistics.fmean(v) for k, v in base.items()}
+    res["gate_check"] = old.get("gate_check") if done and old.get("gate_check") else gate_check(folds, pool, col)
+    log(f"gate check: {res['gate_check']}")
 
     def summarise() -> None:
         res["recipes"] = {}
