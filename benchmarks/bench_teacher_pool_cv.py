@@ -164,6 +164,7 @@ def main() -> None:
     ap.add_argument("--seeds", default="12,13")
     ap.add_argument("--recipes", default=";".join(RECIPES), help="names of RECIPES, separated by ';'")
     ap.add_argument("--resume", action="store_true", help="keep the finished (seed, fold, recipe) runs")
+    ap.add_argument("--no-train", action="store_true", help="with --resume: rewrite the report from the finished runs")
     args = ap.parse_args()
     setup(args)
     from csem.model.cv import grouped_folds
@@ -199,7 +200,8 @@ def main() -> None:
 
     def summarise() -> None:
         res["recipes"] = {}
-        for name in recipes:
+        # the recipes of this call, then those an earlier call ran (shown with the folds they have)
+        for name in dict.fromkeys([*recipes, *(r["recipe"] for r in res["runs"])]):
             runs = [r for r in res["runs"] if r["recipe"] == name]
             per_seed, per_seed_no_gate = {}, {}
             for s in seeds:
@@ -213,13 +215,13 @@ def main() -> None:
                                     "seconds": sum(r["seconds"] for r in runs),
                                     "pairs": runs[-1]["pairs"] if runs else None,
                                     "folds_done": len(runs)}
-        full = {n: statistics.fmean(r["per_seed"].values()) for n, r in res["recipes"].items()
-                if len(r["per_seed"]) == len(seeds)}
-        res["chosen"] = max(full, key=full.get) if full else None
+        full = {n: statistics.fmean(res["recipes"][n]["per_seed"].values()) for n in recipes
+                if len(res["recipes"][n]["per_seed"]) == len(seeds)}
+        res["chosen"] = max(full, key=full.get) if len(full) == len(recipes) else None
         write_results(args.out, res, report(res))
 
     cache: dict = {}
-    for seed in seeds:
+    for seed in seeds if not args.no_train else ():
         for k, (tr_idx, held_idx) in enumerate(folds):
             tr, held = [pool[i] for i in tr_idx], [pool[i] for i in held_idx]
             for name in recipes:
