@@ -16,7 +16,7 @@ Stages (``--stages``, default all; each saves as it finishes, ``--resume`` keeps
            GPT-4 labels (never the test documents)
   final    the old default and the chosen contrast recipe on both splits, each over ``--seeds`` seeds
            (mean, sd, min, max), beside the baselines (system prior, extractiveness, overlap features alone)
-  sanity   per test document, degenerate candidates scored beside the 16 real ones (empty, whitespace, one
+  sanity   per test document, degenerate candidates scored beside the 12 real ones (600 test rows) (empty, whitespace, one
            token, a token x100, a real summary truncated mid-sentence, its words shuffled, another
            document's summary; relevance also: the source copied whole): the share of documents where the
            degenerate text scores below every real candidate, and below their median, per aspect; and the
