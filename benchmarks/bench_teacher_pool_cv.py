@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import time
 
 from harness import fmt, log, machine, markdown_table, now, parser, setup, write_results
 
@@ -45,32 +44,6 @@ RECIPES: dict[str, dict] = {
 #: names of a first run, before the names above: read on --resume
 ALIASES = {"default": "contrast pretraining + mixing (1 pair per row, at most 400, 1 epoch, mix 0.5)",
            "no-contrast": "no contrast pairs"}
-
-
-def student(train: list[dict], held: list[dict], col: str, seed: int, threads: int, cache: dict,
-            options: dict) -> tuple[dict, dict | None, float, int]:
-    """Train on ``train`` (csem train's defaults + ``options``); correlations with the teacher on ``held``,
-    and those of the same model with its acceptability gate removed (None without a gate)."""
-    from csem.model import ModelConfig, TrainConfig, train as train_model
-
-    t0 = time.perf_counter()
-    tc = TrainConfig(seed=seed, num_threads=threads, **options)
-    model = train_model(train, [col], "ref-free", config=ModelConfig(name="student"), train_config=tc,
-                        label_range=(1, 5), lower_cache=cache)
-    secs = time.perf_counter() - t0
-
-    def corr() -> dict:
-        cols = model.score_columns(held, name="student")
-        (mcol,) = [c for c in cols if not c.endswith(".std")]
-        return T.correlations([dict(r, **{mcol: v}) for r, v in zip(held, cols[mcol])], mcol, col)
-
-    with_gate = corr()
-    no_gate = None
-    if model.module.gate is not None:
-        gate, model.module.gate = model.module.gate, None
-        no_gate = corr()
-        model.module.gate = gate
-    return with_gate, no_gate, secs, (model.card.get("contrast") or {}).get("pairs", 0)
 
 
 def gate_check(folds, pool: list[dict], col: str, seed: int = 12) -> dict:
@@ -227,7 +200,7 @@ def main() -> None:
             for name in recipes:
                 if (seed, k, name) in done:
                     continue
-                corr, no_gate, secs, pairs = student(tr, held, col, seed, args.threads, cache, RECIPES[name])
+                corr, secs, no_gate, pairs = T.train_student(tr, held, col, seed, args.threads, cache, RECIPES[name])
                 run = {"seed": seed, "fold": k, "recipe": name, "spearman": corr["summary"]["spearman"],
                        "kendall": corr["summary"]["kendall"],
                        "spearman_no_gate": no_gate["summary"]["spearman"] if no_gate else None,

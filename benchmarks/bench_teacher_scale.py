@@ -164,10 +164,11 @@ def second_recipe() -> tuple[str, dict]:
 
 
 def train_student(train: list[dict], test: list[dict], col: str, seed: int, threads: int, lower_cache: dict,
-                  options: dict | None = None) -> tuple[dict, float, dict | None]:
+                  options: dict | None = None) -> tuple[dict, float, dict | None, int]:
     """The default student (``csem train`` defaults; ``options``: further TrainConfig fields such as
     :data:`CONTRAST`) on ``train``; its correlations with the teacher on ``test``, the training seconds,
-    and the same model's correlations with its acceptability gate removed (None without a gate)."""
+    the same model's correlations with its acceptability gate removed (None without a gate), and the
+    number of contrast pairs it trained on."""
     from csem.model import ModelConfig, TrainConfig, train as train_model
 
     t0 = time.perf_counter()
@@ -188,7 +189,7 @@ def train_student(train: list[dict], test: list[dict], col: str, seed: int, thre
         gate, model.module.gate = model.module.gate, None
         no_gate = corr()
         model.module.gate = gate
-    return with_gate, secs, no_gate
+    return with_gate, secs, no_gate, (model.card.get("contrast") or {}).get("pairs", 0)
 
 
 def summarise(runs: list[dict]) -> dict:
@@ -345,7 +346,7 @@ def main() -> None:
             use = seeds if args.large_seeds is None or size < args.large_from else seeds[:args.large_seeds]
             size_runs = []
             for seed in use:
-                corr, secs, no_gate = train_student(pool, test, col, seed, args.threads, lower_cache, options)
+                corr, secs, no_gate, _ = train_student(pool, test, col, seed, args.threads, lower_cache, options)
                 run = {"recipe": recipe, "labels": size, "seed": seed, "corr": corr, "train_seconds": secs,
                        "corr_no_gate": no_gate}
                 size_runs.append(run)
