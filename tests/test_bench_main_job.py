@@ -1,0 +1,59 @@
+"""benchmarks/bench_main_job.py's readers of a run folder (pure logic, on files written here in the layout
+`csem run` writes: seeds.json, baselines.json, labelled.jsonl) and its report."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))  # the script imports benchmarks/harness.py
+    try:
+        spec = importlib.util.spec_from_file_location("bench_main_job_under_test", ROOT / "benchmarks" / "bench_main_job.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+
+def _row(aspect, scorer, level, rho):
+    return {"aspect": aspect, "scorer": scorer, "target": "judge", "level": level, "spearman": rho}
+
+
+@pytest.fixture()
+def run_dir(tmp_path):
+    per_seed = {"12": [_row("coherence", "student", "summary", 0.7), _row("coherence", "student", "dataset", 0.1),
+                       _row("relevance", "student", "summary", 0.5)],
+                "13": [_row("coherence", "student", "summary", 0.5), _row("relevance", "student", "summary", 0.3)]}
+    (tmp_path / "seeds.json").write_text(json.dumps({"seeds": [12, 13], "per_seed": per_seed}))
+    (tmp_path / "baselines.json").write_text(json.dumps([
+        _row("coherence", "length", "summary", 0.8), _row("coherence", "length", "dataset", 0.2),
+        _row("relevance", "system prior", "summary", 0.25)]))
+    rows = [{"judge.coherence": 3.0, "judge.coherence.mass": 0.9, "judge.relevance": 4.0},
+            {"judge.coherence": 5.0, "judge.relevance": 2.0, "human.coherence": 1.0}]
+    (tmp_path / "labelled.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return tmp_path
+
+
+def test_agreement_reads_summary_level_rows_per_seed_and_baselines(bench, run_dir):
+    agree = bench.agreement(run_dir)
+    coh = agree["coherence"]
+    assert coh["per_seed"] == {"12": 0.7, "13": 0.5}  # the dataset-level row is not a summary-level figure
+    assert coh["mean"] == pytest.approx(0.6) and coh["sd"] == pytest.approx(0.1414, abs=1e-4)
+    assert (coh["min"], coh["max"]) == (0.5, 0.7)
+    assert coh["baselines"] == {"length": 0.8}
+    assert agree["relevance"]["baselines"] == {"system prior": 0.25}
+
+
+def test_judge_range_skips_the_mass_columns(bench, run_dir):
+    rng = bench.judge_range(run_dir)
+    assert set(rng) == {"coherence", "relevance"}
+    assert (rng["coherence"]["min"], rng["coherence"]["max"], rng["coherence"]["n"]) == (3.0, 5.0, 2)
