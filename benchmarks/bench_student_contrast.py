@@ -11,12 +11,14 @@ document; no LLM call.
 
 Stages (``--stages``, default all; each saves as it finishes, ``--resume`` keeps finished work):
   cv       the recipe: grouped cross-validation on the training documents with SYSTEMS held out (3 folds of
-           4 systems, as ``syscv``), one seed, recipes: the old default (no contrast) and contrast
+           4 systems, as ``syscv``), one seed, recipes: labels only (no contrast) and contrast
            pretraining with the pairs mixed into label training; chosen by held-out Spearman with the
-           GPT-4 labels (never the test documents)
-  final    the old default and the chosen contrast recipe on both splits, each over ``--seeds`` seeds
+           GPT-4 labels (never the test documents). csem train's default is set by this and the other
+           training-data CVs (main job, teacher pool); the rows of the recipe TrainConfig runs by default
+           say "(default)" (:func:`default_recipe`)
+  final    labels only and the contrast recipe on both splits, each over ``--seeds`` seeds
            (mean, sd, min, max), beside the baselines (system prior, extractiveness, overlap features alone)
-  sanity   per test document, degenerate candidates scored beside the 12 real ones (600 test rows) (empty, whitespace, one
+  sanity   per test document, degenerate candidates scored beside the 12 real ones (empty, whitespace, one
            token, a token x100, a real summary truncated mid-sentence, its words shuffled, another
            document's summary; relevance also: the source copied whole): the share of documents where the
            degenerate text scores below every real candidate, and below their median, per aspect; and the
