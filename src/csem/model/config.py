@@ -212,7 +212,7 @@ class TrainConfig(BaseModel):
             held-out Spearman with the GPT-4 labels, one seed; ``benchmarks/results/student_contrast.md``)
             but lost the grouped cross-validations on the main job's training articles (0.211 vs 0.303,
             3 seeds; ``main_job_recipe.md``) and on 1,800 of the teacher pool's training candidates
-            (0.134 +- 0.081 vs 0.332 +- 0.026, 2 seeds x 2 folds by source; ``teacher_pool_cv.md``).
+            (0.133 +- 0.058 vs 0.316 +- 0.033, 3 seeds x 2 folds by source; ``teacher_pool_cv.md``).
         contrast_mix: weight of the contrast ranking loss added to every label-training step (one
             batch of pairs per step, cycling; rehearsal, so fine-tuning does not forget what the
             pairs taught); 0 = off.
