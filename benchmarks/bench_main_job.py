@@ -53,6 +53,15 @@ def versions() -> dict:
     return out
 
 
+#: what the figures are read from; a pipeline without a seeds stage writes no seeds.json
+OUTPUTS = ("state.json", "seeds.json", "labelled.jsonl")
+
+
+def missing_outputs(run_dir: Path) -> list[str]:
+    """The files of :data:`OUTPUTS` that ``run_dir`` lacks (empty: every figure can be read)."""
+    return [name for name in OUTPUTS if not (run_dir / name).is_file()]
+
+
 def agreement(run_dir: Path) -> dict:
     """aspect -> {"student": {mean, sd, min, max, per_seed}, baseline name -> value}: summary-level
     Spearman with the judge on the test articles (``seeds.json``, ``baselines.json``)."""
@@ -133,6 +142,10 @@ def main() -> None:
     if proc.returncode != 0:
         log(f"csem run exited {proc.returncode}; no figures written")
         sys.exit(proc.returncode)
+    missing = missing_outputs(args.run_dir)
+    if missing:
+        log(f"{args.run_dir}: csem run exited 0 but wrote no {', '.join(missing)}; no figures written")
+        sys.exit(2)
     state = json.loads((args.run_dir / "state.json").read_text())
     stages = {}
     for s in STAGES:

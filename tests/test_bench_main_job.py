@@ -57,3 +57,10 @@ def test_judge_range_skips_the_mass_columns(bench, run_dir):
     rng = bench.judge_range(run_dir)
     assert set(rng) == {"coherence", "relevance"}
     assert (rng["coherence"]["min"], rng["coherence"]["max"], rng["coherence"]["n"]) == (3.0, 5.0, 2)
+
+
+def test_missing_outputs_names_what_the_run_folder_lacks(bench, run_dir):
+    assert bench.missing_outputs(run_dir) == ["state.json"]
+    (run_dir / "state.json").write_text("{}")
+    (run_dir / "seeds.json").unlink()
+    assert bench.missing_outputs(run_dir) == ["seeds.json"]
