@@ -18,6 +18,10 @@ Stages (``--stages``, default all; each saves as it finishes, ``--resume`` keeps
            say "(default)" (:func:`default_recipe`)
   final    labels only and the contrast recipe on both splits, each over ``--seeds`` seeds
            (mean, sd, min, max), beside the baselines (system prior, extractiveness, overlap features alone)
+  gatecv   which lexical features the acceptability gate reads, by 2-fold cross-validation over the standard
+           split's TRAINING documents: the gate of the default recipe's standard-split model refitted on one
+           fold, the sanity suite (below) run on the other fold's documents; every lexical feature vs without
+           csem.model.acceptability.EXCLUDED_FEATURES (csem's default); also the real candidates each rejects
   sanity   per test document, degenerate candidates scored beside the 12 real ones (empty, whitespace, one
            token, a token x100, a real summary truncated mid-sentence, its words shuffled, another
            document's summary; relevance also: the source copied whole): the share of documents where the
@@ -47,12 +51,14 @@ import statistics
 import time
 from pathlib import Path
 
+import torch
+
 from harness import ASPECTS, RESULTS, aspect_rows, log, machine, markdown_table, now, parser, setup, \
     summeval_llm_ratings, write_results
 
 import bench_student_summeval as S
 
-STAGES = ("cv", "final", "sanity", "ties", "speed")
+STAGES = ("cv", "final", "gatecv", "sanity", "ties", "speed")
 OLD = "no contrast pretraining (labels only)"
 #: the name this recipe had before contrast pretraining stopped being the default (rows dropped on --resume)
 STALE = "old default (no contrast pretraining)"
@@ -351,6 +357,58 @@ def stage_sanity(b: Bench, test) -> None:
             b.save()
 
 
+def stage_gatecv(b: Bench, train) -> None:
+    """The gate's feature set by cross-validation on the training documents (see the module docstring)."""
+    from csem.model import EvaluationModel
+    from csem.model.acceptability import EXCLUDED_FEATURES, AcceptabilityGate, fit_gate, gate_mask
+
+    path = b.args.models / f"standard-{slug(default_recipe())}"
+    if not path.exists():
+        log(f"gatecv: {path} missing (run the final stage first)")
+        return
+    model = EvaluationModel.load(path)
+    base = model.module.gate
+    if base is None:
+        log("gatecv: the default recipe has no gate")
+        return
+    b.touched.add("gate_cv")
+    docs = sorted({r["doc_id"] for r in train})
+    folds = [set(docs[0::2]), set(docs[1::2])]
+    variants = {"every lexical feature": False, f"without {', '.join(EXCLUDED_FEATURES)} (csem's default)": True}
+    out: dict = {"folds": 2, "documents": len(docs), "variants": {}}
+    for name, masked in variants.items():
+        per_fold = []
+        for k in (0, 1):
+            gate = AcceptabilityGate(len(base.mask), base.aspects)
+            gate.mask.copy_(gate_mask(len(base.mask)) if masked else torch.ones_like(base.mask))
+            fit_gate(gate, [r for r in train if r["doc_id"] in folds[k]], "ref-free", seed=b.args.seed + 12)
+            model.module.gate = gate
+            held = [r for r in train if r["doc_id"] in folds[1 - k]]
+            san = sanity_for(model, held, b.args.seed)
+            per_fold.append({"sanity": {c: {a: v["below_all"] for a, v in cells.items()} for c, cells in san.items()
+                                        if "network" not in c},
+                             "real_rejected": real_rejected(gate, held), "real": len(held)})
+        cases = per_fold[0]["sanity"]
+        out["variants"][name] = {
+            "sanity_min_aspect": {c: statistics.fmean(min(f["sanity"][c].values()) for f in per_fold) for c in cases},
+            "real_rejected_share": statistics.fmean(f["real_rejected"] / f["real"] for f in per_fold),
+            "per_fold": per_fold}
+        log(f"gatecv {name}: " + ", ".join(f"{c} {v:.2f}" for c, v in out["variants"][name]["sanity_min_aspect"].items()))
+    model.module.gate = base
+    b.data["gate_cv"] = out
+    b.save()
+
+
+def real_rejected(gate, recs: list[dict]) -> int:
+    """How many of ``recs`` (real candidates) the gate pulls down (factor below 1) on at least one aspect."""
+    from csem.model.acceptability import contexts_of
+    from csem.model.features import pair_features
+
+    x = torch.tensor([pair_features("lexical", r["candidate"], contexts_of(r, "ref-free")) for r in recs])
+    with torch.no_grad():
+        return int((gate.factor(x) < 1).any(dim=1).sum())
+
+
 def stage_ties(b: Bench, test) -> None:
     from csem.model import EvaluationModel
 
@@ -490,6 +548,16 @@ def render(d: dict) -> list[str]:
                       "perturbed text below the original.", "",
                       markdown_table([[f, *[fmt(v[h], 2) for h in ASPECTS], str(v["pairs"])] for f, v in mat.items()],
                                      ["family", *ASPECTS, "pairs"]), ""]
+    gcv = d.get("gate_cv")
+    if gcv:
+        cases = list(next(iter(gcv["variants"].values()))["sanity_min_aspect"])
+        lines += ["## The gate's features by cross-validation on the training documents", "",
+                  f"{gcv['folds']} folds of the standard split's {gcv['documents']} training documents: the default "
+                  "student's gate refitted on one fold, the sanity suite run on the other; share of held-out documents "
+                  "where the degenerate text scores below every real candidate (worst aspect, mean over folds), and "
+                  "the share of real held-out candidates the gate pulls down.", "",
+                  markdown_table([[n, *[fmt(v["sanity_min_aspect"][c], 2) for c in cases], fmt(v["real_rejected_share"], 3)]
+                                  for n, v in gcv["variants"].items()], ["gate reads", *cases, "real rejected"]), ""]
     if d.get("precision_ties"):
         lines += ["## Ties: bf16 vs fp32 scoring", "",
                   markdown_table([[p, str(v["tied_pairs"]), str(v["pairs"]), fmt(v["share"], 4), fmt(v["average_spearman"])]
@@ -531,6 +599,8 @@ def main() -> int:
             stage_cv(b, train)
         elif stage == "final":
             stage_final(b, train, test)
+        elif stage == "gatecv":
+            stage_gatecv(b, train)
         elif stage == "sanity":
             stage_sanity(b, test)
         elif stage == "ties":

@@ -8,7 +8,8 @@ import json
 import pytest
 import torch
 
-from csem.model.acceptability import REJECT, AcceptabilityGate, gate_examples, gate_size
+from csem.model.acceptability import EXCLUDED_FEATURES, REJECT, AcceptabilityGate, gate_examples, gate_mask, gate_size
+from csem.model.features import CANDIDATE_FEATURES, CONTEXT_FEATURES
 from csem.model.module import bounded
 
 SOURCE = ("The city council approved the new budget on Monday after a long debate. Property taxes will rise by "
@@ -58,6 +59,30 @@ def test_gate_scores_keep_accepted_texts_and_push_rejected_ones_below_the_scale(
     assert torch.allclose(low, torch.full_like(out, REJECT), atol=1e-4)
     # after the scale map, a rejected text lies below a real one the regressor put far under the scale
     assert float(bounded(low[0, 0])) < float(bounded(torch.tensor([-2.0])))
+
+
+def test_gate_reads_no_excluded_feature_and_old_gates_read_all():
+    n = gate_size("ref-free")  # one context block (the source), then the candidate's own features
+    names = list(CONTEXT_FEATURES) + list(CANDIDATE_FEATURES)
+    mask = gate_mask(n)
+    assert [names[i] for i in range(n) if mask[i] == 0] == [x for x in names if x in EXCLUDED_FEATURES]
+    assert int(mask.sum()) == n - len(EXCLUDED_FEATURES)
+    with pytest.raises(ValueError):
+        gate_mask(n + 1)
+    gate = AcceptabilityGate(n, ["quality"])
+    torch.manual_seed(0)
+    x = torch.randn(4, n)
+    moved = x.clone()
+    moved[:, names.index("order_inversions")] += 5.0
+    moved[:, names.index("pronoun_first")] -= 5.0
+    assert torch.equal(gate.probabilities(x), gate.probabilities(moved))
+    moved[:, names.index("log_words")] += 5.0  # a feature the gate reads
+    assert not torch.equal(gate.probabilities(x), gate.probabilities(moved))
+    # a gate saved before the mask existed was fitted on every feature: it loads reading all of them
+    state = {k: v for k, v in gate.state_dict().items() if k != "mask"}
+    old = AcceptabilityGate(n, ["quality"])
+    old.load_state_dict(state)
+    assert torch.equal(old.mask, torch.ones(n))
 
 
 @pytest.fixture(scope="module")

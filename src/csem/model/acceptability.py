@@ -14,7 +14,9 @@ does that beside the regressor, so it cannot disturb what the regressor learned 
   aspect also the whole source copied, which is fluent and consistent but no summary);
 * **classifier** (:class:`AcceptabilityGate`): per aspect, a one-hidden-layer MLP (32 tanh units) over
   the pair's standardised lexical features (:func:`csem.model.features.lexical_features`: extractive
-  fragments, source positions, surface form; no encoder pass), giving ``p_a = P(accepted)``; fitted
+  fragments and surface form; no encoder pass) except :data:`EXCLUDED_FEATURES` (where and in which
+  order the candidate's material sits in the source, a pronoun first: coherence, which the heads judge,
+  not acceptability), giving ``p_a = P(accepted)``; fitted
   full batch by L-BFGS on class-balanced binary cross-entropy with an L2 penalty (:func:`fit_gate`);
 * **gate**: ``g_a = min(1, p_a / theta_a)``, where ``theta_a`` is the ``quantile`` (default 5 %) of
   ``p_a`` over the accepted training texts; the normalised head output ``s`` (0 = the scale's minimum,
@@ -37,10 +39,16 @@ from typing import Any, Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
-from csem.model.features import NEEDS_REFERENCE, NEEDS_SOURCE, overlap_size, pair_features
+from csem.model.features import CANDIDATE_FEATURES, CONTEXT_FEATURES, NEEDS_REFERENCE, NEEDS_SOURCE, overlap_size, \
+    pair_features
 
 #: hidden units of each aspect's classifier
 HIDDEN = 32
+#: lexical features the gate does not read: where a candidate's material sits in the source and in which
+#: order, and a pronoun first, describe a real summary's coherence or lead bias (the heads' business), not
+#: whether it is a text at all; SummEval's M9 writes its extracted sentences out of source order, starting
+#: with "She"/"He", and a gate reading these rejected them as broken (benchmarks/results/student_contrast.md)
+EXCLUDED_FEATURES = ("mean_position", "first_position", "order_inversions", "lead_coverage", "pronoun_first")
 #: where a fully rejected text's normalised output goes (scale widths below the minimum)
 REJECT = -4.0
 
@@ -67,9 +75,16 @@ class AcceptabilityGate(nn.Module):
         self.register_buffer("std", torch.ones(n_features))
         self.register_buffer("threshold", torch.full((len(self.aspects),), 0.5))
         self.register_buffer("fitted", torch.zeros(()))
+        # 1 for the features the gate reads, 0 for EXCLUDED_FEATURES (a model saved before the mask reads all)
+        self.register_buffer("mask", gate_mask(n_features))
         # fitted by fit_gate alone, never by the student's optimiser (and no gradient while the student trains,
         # which DDP would report as unused parameters)
         self.requires_grad_(False)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # models saved before the mask existed read every feature (their classifiers were fitted so)
+        state_dict.setdefault(prefix + "mask", torch.ones_like(self.mask))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     @property
     def is_fitted(self) -> bool:
@@ -77,7 +92,7 @@ class AcceptabilityGate(nn.Module):
 
     def probabilities(self, features: Tensor) -> Tensor:
         """``P(accepted)`` per pair and aspect ``[P, A]`` from raw lexical features ``[P, F]``."""
-        x = (features.float() - self.mean) / self.std
+        x = (features.float() - self.mean) / self.std * self.mask
         return torch.sigmoid(torch.cat([self.nets[a](x) for a in self.aspects], dim=1))
 
     def factor(self, features: Tensor) -> Tensor:
@@ -96,6 +111,20 @@ class AcceptabilityGate(nn.Module):
 def gate_size(mode: str) -> int:
     """Width of the gate's feature vector for ``mode`` (the ``lexical`` set)."""
     return overlap_size(mode, "lexical")
+
+
+def gate_mask(n_features: int) -> Tensor:
+    """``[n_features]``: 0 at the :data:`EXCLUDED_FEATURES` of the ``lexical`` set (0-2 context blocks of
+    ``CONTEXT_FEATURES``, then ``CANDIDATE_FEATURES``), 1 elsewhere.
+
+    Raises:
+        ValueError: ``n_features`` is no width of the lexical set.
+    """
+    n_ctx, rest = divmod(n_features - len(CANDIDATE_FEATURES), len(CONTEXT_FEATURES))
+    if rest or n_ctx not in (0, 1, 2):
+        raise ValueError(f"{n_features} is not a width of the lexical feature set")
+    names = list(CONTEXT_FEATURES) * n_ctx + list(CANDIDATE_FEATURES)
+    return torch.tensor([0.0 if n in EXCLUDED_FEATURES else 1.0 for n in names])
 
 
 def contexts_of(record: Mapping[str, Any], mode: str) -> list[str]:
@@ -199,7 +228,7 @@ def fit_gate(gate: AcceptabilityGate, records: Sequence[Mapping[str, Any]], mode
     thresholds = []
     for a in gate.aspects:
         x_neg = feats(rejected[a])
-        x = (torch.cat([x_pos, x_neg]) - gate.mean) / gate.std
+        x = (torch.cat([x_pos, x_neg]) - gate.mean) / gate.std * gate.mask
         y = torch.cat([torch.ones(len(x_pos)), torch.zeros(len(x_neg))])
         w = torch.cat([torch.full((len(x_pos),), len(x_neg) / len(x_pos)), torch.ones(len(x_neg))])
         w = w / w.mean()
