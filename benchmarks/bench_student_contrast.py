@@ -28,6 +28,7 @@ Stages (``--stages``, default all; each saves as it finishes, ``--resume`` keeps
            degenerate text scores below every real candidate, and below their median, per aspect; and the
            aspect matrix: for each aspect's perturbation family, how often each head ranks the perturbed
            text below the original
+  sanity_seeds  the sanity suite on the default recipe's other seeds' standard-split models: the worst seed
   ties     within-document tied scores of the default student's test scores in bf16 vs fp32
   speed    what the acceptability gate costs at scoring time: the default student scoring the 800 test
            summaries with its gate and with the gate removed, side by side (interleaved, best of
@@ -58,7 +59,7 @@ from harness import ASPECTS, RESULTS, aspect_rows, log, machine, markdown_table,
 
 import bench_student_summeval as S
 
-STAGES = ("cv", "final", "gatecv", "sanity", "ties", "speed")
+STAGES = ("cv", "final", "gatecv", "sanity", "sanity_seeds", "ties", "speed")
 OLD = "no contrast pretraining (labels only)"
 #: the name this recipe had before contrast pretraining stopped being the default (rows dropped on --resume)
 STALE = "old default (no contrast pretraining)"
@@ -100,7 +101,8 @@ class Bench:
     def __init__(self, args):
         self.args = args
         self.path = Path(args.out)
-        self.data = {"meta": {}, "cv": {}, "final": {}, "sanity": {}, "sanity_aspects": {}, "precision_ties": {}}
+        self.data = {"meta": {}, "cv": {}, "final": {}, "sanity": {}, "sanity_aspects": {}, "precision_ties": {},
+                     "sanity_seeds": {}}
         if args.resume and self.path.with_suffix(".json").exists():
             self.data.update(json.loads(self.path.with_suffix(".json").read_text()))
         self.data["meta"].update(run=now(), machine=machine(), threads=args.threads, seeds=args.seeds)
@@ -237,8 +239,9 @@ def stage_final(b: Bench, train, test) -> None:
                                            "acceptability": model.card.get("acceptability")}
                 log(f"{split} {name} seed {seed}: {row['average']['spearman']:.3f}, without the gate "
                     f"{row_no_gate['average']['spearman']:.3f} ({secs:.0f} s, {n_pairs} pairs)")
-                if seed == seeds[0]:
-                    model.save(b.args.models / f"{split}-{slug(name)}")
+                # the first seed's folder is the one the sanity, ties and speed stages read; the others give
+                # the sanity suite its spread over seeds
+                model.save(b.args.models / (f"{split}-{slug(name)}" + ("" if seed == seeds[0] else f"-seed{seed}")))
                 b.save()
             avg = [v["row"]["average"]["spearman"] for v in rec["seeds"].values()]
             rec["spearman"] = stats(avg)
@@ -355,6 +358,28 @@ def stage_sanity(b: Bench, test) -> None:
             log(f"sanity {key}: " + ", ".join(f"{c} {statistics.fmean(v['below_all'] for v in cs.values()):.2f}"
                                               for c, cs in b.data["sanity"][key].items()))
             b.save()
+
+
+def stage_sanity_seeds(b: Bench, test) -> None:
+    """The sanity suite on the default recipe's other seeds (final stage folders ``-seed<N>``, with their
+    gates) beside the first seed's (the sanity stage's): the spread over seeds."""
+    from csem.model import EvaluationModel
+
+    args = b.args
+    name = default_recipe()
+    per_seed = {str(args.seed + 12): b.data["sanity"].get(name)}
+    for path in sorted(args.models.glob(f"standard-{slug(name)}-seed*")):
+        per_seed[path.name.rsplit("-seed", 1)[1]] = sanity_for(EvaluationModel.load(path), test, args.seed)
+        log(f"sanity {name} {path.name}: done")
+    if all(per_seed.values()) and len(per_seed) > 1:
+        b.touched.add("sanity_seeds")
+        b.data["sanity_seeds"] = {
+            "recipe": name,
+            "per_seed": {sd: {c: {a: v["below_all"] for a, v in cells.items()} for c, cells in san.items()}
+                         for sd, san in per_seed.items()},
+            "worst_seed": {c: {a: min(per_seed[sd][c][a]["below_all"] for sd in per_seed) for a in cells}
+                           for c, cells in per_seed[str(args.seed + 12)].items()}}
+        b.save()
 
 
 def stage_gatecv(b: Bench, train) -> None:
@@ -499,6 +524,8 @@ def merge(b: Bench) -> None:
     d["sanity"] = {case: {a: v["below_all"] for a, v in cells.items()}
                    for case, cells in b.data["sanity"].get(default, {}).items()}
     d["sanity_detail"] = b.data["sanity"]
+    if b.data.get("sanity_seeds"):
+        d["sanity_seeds"] = b.data["sanity_seeds"]
     d["sanity_aspects"] = b.data["sanity_aspects"].get(default, {})
     d["precision_ties"] = b.data["precision_ties"]
     if b.data.get("gate_speed"):
@@ -548,6 +575,14 @@ def render(d: dict) -> list[str]:
                       "perturbed text below the original.", "",
                       markdown_table([[f, *[fmt(v[h], 2) for h in ASPECTS], str(v["pairs"])] for f, v in mat.items()],
                                      ["family", *ASPECTS, "pairs"]), ""]
+    ss = d.get("sanity_seeds")
+    if ss:
+        worst = ss["worst_seed"]
+        lines += [f"## Sanity suite over seeds: {ss['recipe']}", "",
+                  f"The lowest share over the seeds {', '.join(sorted(ss['per_seed']))} (one standard-split model each, "
+                  "with its gate) of test documents where the degenerate candidate scores below every real one.", "",
+                  markdown_table([[c] + [fmt(cells[a], 2) if a in cells else "–" for a in ASPECTS]
+                                  for c, cells in worst.items()], ["case", *ASPECTS]), ""]
     gcv = d.get("gate_cv")
     if gcv:
         cases = list(next(iter(gcv["variants"].values()))["sanity_min_aspect"])
@@ -603,6 +638,8 @@ def main() -> int:
             stage_gatecv(b, train)
         elif stage == "sanity":
             stage_sanity(b, test)
+        elif stage == "sanity_seeds":
+            stage_sanity_seeds(b, test)
         elif stage == "ties":
             stage_ties(b, test)
         elif stage == "speed":
