@@ -47,7 +47,12 @@ def test_saved_folder_has_no_pickle_and_round_trips(tiny_trained, test_records):
     for p in folder.rglob("*"):
         if p.is_file():
             assert p.suffix not in (".bin", ".pt", ".pth", ".pkl", ".ckpt"), p
-            assert p.read_bytes()[:1] != b"\x80", f"{p} looks like a pickle"
+            head = p.read_bytes()[:9]
+            if p.suffix == ".safetensors":  # a little-endian u64 header length (any first byte), then JSON
+                assert head[8:9] == b"{", f"{p} is no safetensors file"
+            else:  # a pickle of protocol 2+ opens with PROTO (0x80) and its protocol number
+                assert not (head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05")), \
+                    f"{p} looks like a pickle"
     loaded = EvaluationModel.load(folder)
     a = model.score(test_records, precision="fp32")
     b = loaded.score(test_records, precision="fp32")
