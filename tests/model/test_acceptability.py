@@ -111,6 +111,7 @@ def test_gate_ranks_degenerate_candidates_below_real_ones_after_save_and_load(ga
     acc = card["acceptability"]
     assert acc["accepted"] >= 100 and acc["rejected"]["coherence"] > 3 * acc["accepted"]
     assert acc["train_accuracy"]["coherence"] > 0.9 and 0 < acc["threshold"]["coherence"] < 1
+    assert acc["excluded_features"] == list(EXCLUDED_FEATURES)
     loaded = EvaluationModel.load(folder)
     assert loaded.module.gate is not None and loaded.module.gate.is_fitted
     real = {r.id: r.scores["coherence"] for r in loaded.score(test, precision="fp32")}

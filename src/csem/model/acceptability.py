@@ -187,7 +187,8 @@ def gate_examples(records: Sequence[Mapping[str, Any]], aspects: Sequence[str], 
 def fit_gate(gate: AcceptabilityGate, records: Sequence[Mapping[str, Any]], mode: str, *, seed: int = 0,
              quantile: float = 0.05, l2: float = 1e-3, max_iter: int = 500) -> dict:
     """Fit ``gate`` on texts made from ``records`` (:func:`gate_examples`); returns what the metric card
-    records: texts per class, ``threshold`` and training accuracy per aspect, seconds.
+    records: texts per class, ``threshold`` and training accuracy per aspect, the features it does not read
+    (``excluded_features``), seconds.
 
     Args:
         gate: the model's gate (fitted in place; ``fitted`` set to 1).
@@ -224,7 +225,8 @@ def fit_gate(gate: AcceptabilityGate, records: Sequence[Mapping[str, Any]], mode
         gate.mean.copy_(x_pos.mean(0))
         gate.std.copy_(x_pos.std(0, unbiased=False).clamp_min(1e-4))
     report: dict[str, Any] = {"accepted": len(accepted), "rejected": {}, "threshold": {}, "train_accuracy": {},
-                              "quantile": quantile}
+                              "quantile": quantile,
+                              "excluded_features": list(EXCLUDED_FEATURES) if bool((gate.mask == 0).any()) else []}
     thresholds = []
     for a in gate.aspects:
         x_neg = feats(rejected[a])
