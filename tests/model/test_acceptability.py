@@ -85,6 +85,23 @@ def test_gate_reads_no_excluded_feature_and_old_gates_read_all():
     assert torch.equal(old.mask, torch.ones(n))
 
 
+def test_fit_gate_learns_on_the_features_scoring_reads():
+    """The classifier is fitted on masked features, so its threshold is the 5% quantile of the very
+    probabilities scoring computes (a fit on unmasked features would put it elsewhere)."""
+    from csem.model.acceptability import contexts_of, fit_gate
+    from csem.model.features import pair_features
+
+    recs = _records() + [dict(r, id=r["id"] + "2", candidate=r["candidate"].replace(".", " today.")) for r in _records()]
+    gate = AcceptabilityGate(gate_size("ref-free"), ["coherence"])
+    report = fit_gate(gate, recs, "ref-free", seed=1)
+    assert report["excluded_features"] == list(EXCLUDED_FEATURES)
+    accepted, _ = gate_examples(recs, ["coherence"], seed=1)
+    x = torch.tensor([pair_features("lexical", r["candidate"], contexts_of(r, "ref-free")) for r in accepted])
+    with torch.no_grad():
+        theta = torch.quantile(gate.probabilities(x)[:, 0], report["quantile"])
+    assert float(gate.threshold[0]) == pytest.approx(float(theta), rel=1e-5, abs=1e-7)
+
+
 @pytest.fixture(scope="module")
 def gated_student(shared_data, tmp_path_factory, small_model):
     """A MiniLM student (top layer trained, overlap features, the gate on: csem train's defaults but one
