@@ -30,9 +30,16 @@ from pathlib import Path
 
 from harness import fmt, log, machine, markdown_table, now, parser, setup, write_results
 
-#: candidate recipes: TrainConfig fields over the pipeline's train.options (csem train's defaults)
+#: candidate recipes: TrainConfig fields over the pipeline's train.options (csem train's defaults); a
+#: ``model`` entry holds ModelConfig fields over the pipeline's train.model
 RECIPES: dict[str, dict] = {
     "default": {},
+    "frozen encoder 3 epochs": {"frozen_epochs": 3, "max_epochs": 3},
+    "frozen encoder 6 epochs": {"frozen_epochs": 6, "max_epochs": 6},
+    "pairwise weight 3": {"model": {"pairwise_weight": 3.0}},
+    "2 epochs lr 3e-4": {"max_epochs": 2, "lr": 3e-4, "head_lr": 3e-4},
+    "lexical features lr 1e-4 3 epochs": {"model": {"feature_set": "lexical"}, "lr": 1e-4, "head_lr": 1e-4,
+                                          "max_epochs": 3},
     "no-contrast": {"contrast_per_record": 0},
     "contrast x4": {"contrast_per_record": 4},
     "3 epochs": {"max_epochs": 3},
@@ -65,7 +72,8 @@ def train_and_score(pipe, train: list[dict], test: list[dict], labels: list[str]
 
     t = pipe.cfg.train
     ranges = pipe.scales()
-    config = ModelConfig(encoder=t.encoder, mode=t.mode, **t.model)
+    recipe = dict(recipe)
+    config = ModelConfig(encoder=t.encoder, mode=t.mode, **{**t.model, **recipe.pop("model", {})})
     tc = TrainConfig(**{**t.options, **recipe, "seed": seed, "num_threads": threads, "progress": False})
     t0 = time.perf_counter()
     model = fit(train, labels, mode=t.mode, config=config, train_config=tc,
@@ -83,8 +91,12 @@ def train_and_score(pipe, train: list[dict], test: list[dict], labels: list[str]
 
 def baselines(train: list[dict], test: list[dict], labels: list[str]) -> dict[str, dict[str, float | None]]:
     """Length and extractiveness (:mod:`csem.baselines.lexical`), each signed by its summary-level
-    correlation on ``train`` (the sign a user would pick from the training data)."""
+    correlation on ``train`` (the sign a user would pick from the training data), and the student's own
+    overlap features fitted by least squares on ``train``'s labels (what the student adds to them)."""
+    import numpy as np
+
     from csem.baselines import extractiveness, length
+    from csem.model.features import overlap_features
 
     def with_metrics(rows):
         return [dict(r, **{"metric.length": n, "metric.extractiveness": e})
@@ -98,6 +110,17 @@ def baselines(train: list[dict], test: list[dict], labels: list[str]) -> dict[st
             sign = summary_spearman(tr, f"metric.{name}", label) or 0.0
             v = summary_spearman(te, f"metric.{name}", label)
             res[name][label] = None if v is None else (v if sign >= 0 else -v)
+
+    def x(rows):
+        return np.array([[*overlap_features(r["candidate"], [r["source"]]), 1.0] for r in rows])
+
+    x_tr, x_te = x(train), x(test)
+    res["overlap features (least squares)"] = {}
+    for label in labels:
+        keep = [i for i, r in enumerate(train) if r.get(label) is not None]
+        w, *_ = np.linalg.lstsq(x_tr[keep], np.array([train[i][label] for i in keep]), rcond=None)
+        rows = [dict(r, **{"metric.ls": float(p)}) for r, p in zip(test, x_te @ w)]
+        res["overlap features (least squares)"][label] = summary_spearman(rows, "metric.ls", label)
     return res
 
 
@@ -128,13 +151,16 @@ def main() -> None:
     train = [r for r in recs if r.get("split") == "train"]
     test = [r for r in recs if r.get("split") == "test"]
     names = [n for n in args.recipes.split(",") if n]
+    unknown = [n for n in names if n not in RECIPES]
+    if unknown:
+        raise SystemExit(f"--recipes: unknown recipe(s) {unknown}; known: {list(RECIPES)}")
     seeds = [int(s) for s in args.seeds.split(",") if s]
     folds = folds_of([r["doc_id"] for r in train], args.folds)
     log(f"{len(train)} training rows ({len({r['doc_id'] for r in train})} articles, {len(folds)} folds), "
         f"{len(test)} test rows; labels {labels}; recipes {names}; seeds {seeds}")
     t_all = time.perf_counter()
     cv: dict = {}
-    base_cv: dict = {"length": {l: [] for l in labels}, "extractiveness": {l: [] for l in labels}}
+    base_cv: dict = {n: {l: [] for l in labels} for n in ("length", "extractiveness", "overlap features (least squares)")}
     for fold in folds:
         held = set(fold)
         b = baselines([r for r in train if r["doc_id"] not in held], [r for r in train if r["doc_id"] in held], labels)

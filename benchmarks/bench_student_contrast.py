@@ -75,12 +75,14 @@ COLS = [f"judge.{a}" for a in ASPECTS]
 NO_GATE = " - without the acceptability gate (same models)"
 
 
-def fit(train: list[dict], recipe: str, seed: int, threads: int):
-    """Train csem train's recipe with the contrast settings of ``recipe`` (pairs made from ``train`` itself
-    by csem.model.contrast.auto_pairs, as ``csem train --contrast-per-record`` does)."""
+def fit(train: list[dict], recipe: str | dict, seed: int, threads: int):
+    """Train csem train's recipe with the contrast settings of ``recipe`` (a name of :data:`RECIPES`, or
+    TrainConfig fields; pairs made from ``train`` itself by csem.model.contrast.auto_pairs, as
+    ``csem train --contrast-per-record`` does)."""
     from csem.model import ModelConfig, TrainConfig, train as train_model
 
-    tc = TrainConfig(seed=seed, num_threads=threads, **{"contrast_per_record": 0, **RECIPES[recipe]})
+    options = RECIPES[recipe] if isinstance(recipe, str) else recipe
+    tc = TrainConfig(seed=seed, num_threads=threads, **{"contrast_per_record": 0, **options})
     t0 = time.perf_counter()
     model = train_model(train, COLS, "ref-free", config=ModelConfig(name="s"), train_config=tc, label_range=(1, 5),
                         judge="gpt-4-0314 (rts, Shen et al. 2023)")

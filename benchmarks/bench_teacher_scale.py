@@ -163,12 +163,10 @@ def second_recipe() -> tuple[str, dict]:
             dict(CONTRAST))
 
 
-def train_student(train: list[dict], test: list[dict], col: str, seed: int, threads: int, lower_cache: dict,
-                  options: dict | None = None) -> tuple[dict, float, dict | None, int]:
+def fit_student(train: list[dict], col: str, seed: int, threads: int, lower_cache: dict,
+                options: dict | None = None):
     """The default student (``csem train`` defaults; ``options``: further TrainConfig fields such as
-    :data:`CONTRAST`) on ``train``; its correlations with the teacher on ``test``, the training seconds,
-    the same model's correlations with its acceptability gate removed (None without a gate), and the
-    number of contrast pairs it trained on."""
+    :data:`CONTRAST`) trained on ``train``'s ``col``; returns ``(model, training seconds)``."""
     from csem.model import ModelConfig, TrainConfig, train as train_model
 
     t0 = time.perf_counter()
@@ -176,12 +174,26 @@ def train_student(train: list[dict], test: list[dict], col: str, seed: int, thre
     tc = TrainConfig(seed=seed, num_threads=threads, **(options or {}))
     model = train_model(train, [col], "ref-free", config=cfg, train_config=tc, label_range=(1, 5),
                         lower_cache=lower_cache)
-    secs = time.perf_counter() - t0
+    return model, time.perf_counter() - t0
+
+
+def student_scores(model, test: list[dict]) -> list[float]:
+    """The student's score of each ``test`` record (its one aspect), in order."""
+    cols = model.score_columns(test, name="student")
+    (mcol,) = [c for c in cols if not c.endswith(".std")]
+    return list(cols[mcol])
+
+
+def train_student(train: list[dict], test: list[dict], col: str, seed: int, threads: int, lower_cache: dict,
+                  options: dict | None = None) -> tuple[dict, float, dict | None, int]:
+    """:func:`fit_student`, then its correlations with the teacher on ``test``, the training seconds,
+    the same model's correlations with its acceptability gate removed (None without a gate), and the
+    number of contrast pairs it trained on."""
+    model, secs = fit_student(train, col, seed, threads, lower_cache, options)
 
     def corr() -> dict:
-        cols = model.score_columns(test, name="student")
-        (mcol,) = [c for c in cols if not c.endswith(".std")]
-        return correlations([dict(r, **{mcol: v}) for r, v in zip(test, cols[mcol])], mcol, col)
+        return correlations([dict(r, **{"metric.student": v}) for r, v in zip(test, student_scores(model, test))],
+                            "metric.student", col)
 
     with_gate = corr()
     no_gate = None

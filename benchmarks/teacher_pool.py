@@ -30,6 +30,12 @@ Layout of ``benchmarks/data/teacher_pool/``:
   ``judged/chunks.jsonl``: per chunk, candidates, seconds of the ``csem annotate`` call, dates.
 * ``provenance.json``: judge URI, model file sha256, backend id, rubric id and version, mode, csem
   version and commit, date, the judging order's rules.
+* ``forms/<NAME>/``: the same candidates judged again under another *form* (another rubric wording or
+  judge; ``--form NAME`` on ``chunk``, ``compact``, ``status``, ``provenance``): ``chunk-NNNN.jsonl.gz``,
+  ``chunks.jsonl`` and ``provenance.json`` as above. A form judges the test candidates first (its
+  chunks 0-10 hold the 1,018 test candidates and the first 82 training ones), then the training ones,
+  each split in the pool's judging order. Two forms of one aspect by one judge give the teacher's
+  parallel-form reliability (``benchmarks/bench_teacher_reliability.py``).
 
 Texts as the csem loaders return them (:mod:`csem.data.loaders`): SummEval's untokenised article and
 tokenised summary, REALSumm's tokenised texts, Newsroom's released texts with the ``</p><p>``
@@ -205,25 +211,41 @@ def build(data_dir: Path | None = None) -> dict:
 # chunks
 # ----------------------------------------------------------------------------------------------
 
-def load_pool() -> tuple[dict[str, dict], list[dict]]:
-    """``(sources by source_id, candidates in judging order)`` from :data:`POOL`."""
+def form_dir(form: str = "") -> Path:
+    """Where a form's compact judgments live: ``judged/`` for the pool's own judge and rubric (``""``),
+    ``forms/<form>/`` for another form."""
+    if form and not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", form):
+        raise SystemExit(f"form name {form!r}: use lower-case letters, digits, '.', '_' or '-'")
+    return POOL / "forms" / form if form else POOL / "judged"
+
+
+def work_dir(form: str = "") -> Path:
+    return WORK / "forms" / form if form else WORK
+
+
+def load_pool(form: str = "") -> tuple[dict[str, dict], list[dict]]:
+    """``(sources by source_id, candidates in judging order)`` from :data:`POOL`; for another ``form``
+    the test candidates come first (see the module docstring)."""
     sources = {s["source_id"]: s for s in read_jsonl_gz(POOL / "sources.jsonl.gz")}
-    return sources, read_jsonl_gz(POOL / "candidates.jsonl.gz")
+    cands = read_jsonl_gz(POOL / "candidates.jsonl.gz")
+    if form:
+        cands = [r for r in cands if r["split"] == "test"] + [r for r in cands if r["split"] != "test"]
+    return sources, cands
 
 
-def n_chunks() -> int:
-    _, cands = load_pool()
+def n_chunks(form: str = "") -> int:
+    _, cands = load_pool(form)
     return (len(cands) + CHUNK - 1) // CHUNK
 
 
-def write_chunk(k: int) -> Path:
+def write_chunk(k: int, form: str = "") -> Path:
     """Chunk ``k``'s csem record file (``id``, ``doc_id`` = source id, ``system_id``, ``dataset``,
-    ``source``, ``candidate``) under :data:`WORK`; returns its path."""
-    sources, cands = load_pool()
+    ``source``, ``candidate``) under :data:`WORK` (a form's: ``WORK/forms/<form>``); returns its path."""
+    sources, cands = load_pool(form)
     part = cands[k * CHUNK:(k + 1) * CHUNK]
     if not part:
-        raise SystemExit(f"chunk {k}: past the end of the pool ({len(cands)} candidates, {n_chunks()} chunks)")
-    path = WORK / f"chunk-{k:04d}.input.jsonl"
+        raise SystemExit(f"chunk {k}: past the end of the pool ({len(cands)} candidates, {n_chunks(form)} chunks)")
+    path = work_dir(form) / f"chunk-{k:04d}.input.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as f:
         for r in part:
@@ -234,35 +256,36 @@ def write_chunk(k: int) -> Path:
 
 
 def compact(k: int, seconds: float | None = None, started: str | None = None, finished: str | None = None,
-            new: int | None = None) -> Path:
+            new: int | None = None, form: str = "") -> Path:
     """Keep chunk ``k``'s judgments (``id``, ``score``, ``mass``, ``missing``) as
-    ``judged/chunk-K.jsonl.gz`` and append its timing to ``judged/chunks.jsonl`` (``new``: the
-    judgments the chunk's ``csem annotate`` made, as it reported them; the rest were cache hits)."""
-    out = WORK / f"chunk-{k:04d}.judged.jsonl"
+    ``judged/chunk-K.jsonl.gz`` (a form's: ``forms/<form>/``) and append its timing to ``chunks.jsonl``
+    there (``new``: the judgments the chunk's ``csem annotate`` made, as it reported them; the rest were
+    cache hits)."""
+    out = work_dir(form) / f"chunk-{k:04d}.judged.jsonl"
     prov = json.loads((out.with_name(out.name + ".judge.json")).read_text())
     (col,) = [c for c in prov["columns"]]
     rows = [json.loads(line) for line in out.open(encoding="utf-8") if line.strip()]
     keep = [{"id": r["id"], "score": r.get(col), "mass": r.get(f"{col}.mass"), "missing": r.get(f"{col}.missing")}
             for r in rows]
-    dest = POOL / "judged" / f"chunk-{k:04d}.jsonl.gz"
+    dest = form_dir(form) / f"chunk-{k:04d}.jsonl.gz"
     write_jsonl_gz(dest, keep)
-    with (POOL / "judged" / "chunks.jsonl").open("a", encoding="utf-8") as f:
+    with (form_dir(form) / "chunks.jsonl").open("a", encoding="utf-8") as f:
         f.write(json.dumps({"chunk": k, "candidates": len(keep), "missing": sum(r["score"] is None for r in keep),
                             "new_judgments": new, "seconds": seconds,
                             "started": started, "finished": finished, "column": col}) + "\n")
     return dest
 
 
-def judged() -> dict[str, dict]:
-    """Every compacted judgment so far: ``id -> {score, mass, missing}``."""
+def judged(form: str = "") -> dict[str, dict]:
+    """Every compacted judgment of ``form`` so far: ``id -> {score, mass, missing}``."""
     out = {}
-    for p in sorted((POOL / "judged").glob("chunk-*.jsonl.gz")):
+    for p in sorted(form_dir(form).glob("chunk-*.jsonl.gz")):
         for r in read_jsonl_gz(p):
             out[r["id"]] = r
     return out
 
 
-def provenance(judge: str, rubric: str, threads: int) -> Path:
+def provenance(judge: str, rubric: str, threads: int, form: str = "") -> Path:
     """Write ``provenance.json``: judge URI, model file and its sha256, the backend id found in the
     cache, rubric id/version/fingerprint, mode, csem version and commit, date, the pool's rules."""
     import subprocess
@@ -300,18 +323,21 @@ def provenance(judge: str, rubric: str, threads: int) -> Path:
                      "order": "test candidates first, then training candidates source by source, the next "
                               "source from the dataset with the smallest share of its candidates placed",
                      "split": "by article (first 400 lower-cased alphanumerics of the source)"}}
-    dest = POOL / "provenance.json"
+    if form:
+        data["form"] = form
+        data["pool"]["order"] = "the test candidates first, then the training candidates, each in the pool's judging order"
+    dest = form_dir(form) / "provenance.json" if form else POOL / "provenance.json"
     dest.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     return dest
 
 
-def status() -> dict:
-    _, cands = load_pool()
-    got = judged()
+def status(form: str = "") -> dict:
+    _, cands = load_pool(form)
+    got = judged(form)
     s = {"candidates": len(cands), "judged": len(got),
          "judged_test": sum(1 for r in cands if r["split"] == "test" and r["id"] in got),
          "judged_train": sum(1 for r in cands if r["split"] == "train" and r["id"] in got),
-         "chunks_done": len(list((POOL / "judged").glob("chunk-*.jsonl.gz"))), "chunks": n_chunks()}
+         "chunks_done": len(list(form_dir(form).glob("chunk-*.jsonl.gz"))), "chunks": n_chunks(form)}
     print(json.dumps(s))
     return s
 
@@ -329,9 +355,11 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--started", default=None)
     m.add_argument("--finished", default=None)
     m.add_argument("--new", type=int, default=None)
-    sub.add_parser("status")
-    sub.add_parser("n-chunks")
+    t = sub.add_parser("status")
+    n = sub.add_parser("n-chunks")
     v = sub.add_parser("provenance")
+    for q in (c, m, t, n, v):
+        q.add_argument("--form", default="", help="another form's judgments (forms/<NAME>/; default: the pool's)")
     v.add_argument("--judge", default="llama-cpp:qwen-0.5b")
     v.add_argument("--rubric", default="csem/summ-relevance-ref-free")
     v.add_argument("--threads", type=int, default=1)
@@ -339,15 +367,15 @@ def main(argv: list[str] | None = None) -> int:
     if a.cmd == "build":
         build(a.data_dir)
     elif a.cmd == "chunk":
-        print(write_chunk(a.k))
+        print(write_chunk(a.k, a.form))
     elif a.cmd == "compact":
-        print(compact(a.k, a.seconds, a.started, a.finished, a.new))
+        print(compact(a.k, a.seconds, a.started, a.finished, a.new, a.form))
     elif a.cmd == "status":
-        status()
+        status(a.form)
     elif a.cmd == "n-chunks":
-        print(n_chunks())
+        print(n_chunks(a.form))
     elif a.cmd == "provenance":
-        print(provenance(a.judge, a.rubric, a.threads))
+        print(provenance(a.judge, a.rubric, a.threads, a.form))
     return 0
 
 

@@ -6,7 +6,10 @@
 #   nohup nice -n 5 bash benchmarks/teacher_pool_judge.sh > benchmarks/.cache/teacher_pool/judge.log 2>&1 &
 #
 # Environment: JUDGE (default llama-cpp:qwen-0.5b), RUBRIC (csem/summ-relevance-ref-free),
-# THREADS (llama.cpp threads, default 1), FIRST / LAST (chunk range, default all).
+# THREADS (llama.cpp threads, default 1), FIRST / LAST (chunk range, default all), FORM (a name: judge
+# the pool again under another JUDGE / RUBRIC into forms/FORM/, test candidates first; e.g.
+#   FORM=geval-relevance RUBRIC=geval/summeval-relevance LAST=10 bash benchmarks/teacher_pool_judge.sh
+# judges the 1,018 test candidates with G-Eval's wording of relevance).
 set -u
 cd "$(dirname "$0")/.."
 JUDGE=${JUDGE:-llama-cpp:qwen-0.5b}
@@ -14,14 +17,17 @@ RUBRIC=${RUBRIC:-csem/summ-relevance-ref-free}
 THREADS=${THREADS:-1}
 POOL=benchmarks/data/teacher_pool
 WORK=benchmarks/.cache/teacher_pool
-mkdir -p "$WORK" "$POOL/judged"
-N=$(python benchmarks/teacher_pool.py n-chunks)
+FORM=${FORM:-}
+DEST="$POOL/judged"
+if [ -n "$FORM" ]; then WORK="$WORK/forms/$FORM"; DEST="$POOL/forms/$FORM"; fi
+mkdir -p "$WORK" "$DEST"
+N=$(python benchmarks/teacher_pool.py n-chunks --form "$FORM")
 FIRST=${FIRST:-0}
 LAST=${LAST:-$((N - 1))}
 for k in $(seq "$FIRST" "$LAST"); do
   kk=$(printf '%04d' "$k")
-  [ -f "$POOL/judged/chunk-$kk.jsonl.gz" ] && continue
-  in=$(python benchmarks/teacher_pool.py chunk "$k") || exit 1
+  [ -f "$DEST/chunk-$kk.jsonl.gz" ] && continue
+  in=$(python benchmarks/teacher_pool.py chunk "$k" --form "$FORM") || exit 1
   started=$(date -u +%FT%TZ); t0=$(date +%s.%N)
   csem annotate --data "$in" --out "$WORK/chunk-$kk.judged.jsonl" --rubric "$RUBRIC" --judge "$JUDGE" \
     --mode probs --cache "$POOL/cache.sqlite" --judge-opt n_threads="$THREADS" --judge-opt n_ctx=8192 \
@@ -34,7 +40,7 @@ for k in $(seq "$FIRST" "$LAST"); do
     echo "chunk $k: csem annotate exited $rc; stopping" >&2
     exit "$rc"
   fi
-  python benchmarks/teacher_pool.py compact "$k" --seconds "$(echo "$t1 - $t0" | bc)" \
+  python benchmarks/teacher_pool.py compact "$k" --form "$FORM" --seconds "$(echo "$t1 - $t0" | bc)" \
     --started "$started" --finished "$finished" ${new:+--new "$new"} || exit 1
   echo "chunk $k done ($started -> $finished)"
 done

@@ -99,10 +99,11 @@ def test_train_cli_contrast_file_and_auto_pairs(tiny_encoder, train_records, tmp
     assert json.loads((tmp_path / "nogate" / "config.json").read_text())["acceptability_gate"] is False
     assert "acceptability" not in json.loads((tmp_path / "nogate" / "metric_card.json").read_text())
     res = CliRunner().invoke(app, common + ["--out", str(tmp_path / "auto"), "--contrast-per-record", "1",
-                                            "--contrast-epochs", "1"])
+                                            "--contrast-epochs", "1", "--contrast-specificity", "2"])
     assert res.exit_code == 0, res.output
     auto = json.loads((tmp_path / "auto" / "metric_card.json").read_text())["contrast"]
     assert auto["pairs"] >= len(train_records)  # an 'overall' aspect gets every family's pairs
+    assert auto["specificity"] == 2.0 and card["contrast"]["specificity"] == 0.0
     write_records([dict(p, aspect="style") for p in pairs], tmp_path / "bad.jsonl")
     res = CliRunner().invoke(app, common + ["--out", str(tmp_path / "bad"), "--contrast", str(tmp_path / "bad.jsonl")])
     assert res.exit_code == 2 and "no pair names one of the model's aspects" in res.output

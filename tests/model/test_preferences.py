@@ -29,6 +29,34 @@ def test_preference_loss_is_eq3_with_soft_targets():
     assert preference_loss(torch.zeros(0), torch.zeros(0), torch.zeros(0)).item() == 0.0
 
 
+def test_specificity_term_prefers_the_pairs_own_head():
+    """The aspect-specificity term (PreferenceTable.loss, specificity > 0): for a pair of aspect x it adds
+    -log sigmoid(m_x - max(m_g, 0)) over the other heads g, so the gradient widens the own head's margin,
+    narrows another head's positive margin and leaves a head that already prefers the worse text alone."""
+    from csem.model.config import LabelSpec
+    from csem.model.preferences import PreferenceTable
+
+    specs = [LabelSpec(column=f"judge.{a}", aspect=a, min=0.0, max=1.0) for a in ("coherence", "fluency", "relevance")]
+    table = PreferenceTable([("a", "b", 0, 1.0)], specs)
+    # margins m = s(a) - s(b): coherence 0.1, fluency 0.3, relevance -0.2
+    score = torch.tensor([[0.6, 0.8, 0.3], [0.5, 0.5, 0.5]], requires_grad=True)
+    base = table.loss(score, ["a", "b"])
+    assert base.item() == pytest.approx(-math.log(1 / (1 + math.exp(-0.1))), rel=1e-5)
+    table.specificity = 2.0
+    loss = table.loss(score, ["a", "b"])
+    # other heads: fluency margin 0.3, relevance margin clamped to 0
+    spec = (-math.log(1 / (1 + math.exp(-(0.1 - 0.3)))) - math.log(1 / (1 + math.exp(-0.1)))) / 2
+    assert loss.item() == pytest.approx(base.item() + 2.0 * spec, rel=1e-5)
+    loss.backward()
+    g = score.grad
+    assert g[0, 0] < 0 < g[1, 0]  # descent widens the coherence margin
+    assert g[0, 1] > 0 > g[1, 1]  # ... narrows fluency's
+    assert g[0, 2] == 0 and g[1, 2] == 0  # relevance already prefers b: not pushed further
+    # one aspect: no other head, no term
+    one = PreferenceTable([("a", "b", 0, 1.0)], specs[:1], specificity=2.0)
+    assert one.loss(score[:, :1], ["a", "b"]).item() == pytest.approx(base.item(), rel=1e-5)
+
+
 def _pairs(records):
     """All pairs per source, preference from the fixture's known quality order (own > shuffled > other)."""
     by = {}

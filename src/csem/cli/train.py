@@ -137,6 +137,10 @@ def train(
     contrast_epochs: Optional[int] = typer.Option(None, "--contrast-epochs", help="epochs of contrast pretraining"),
     contrast_mix: Optional[float] = typer.Option(None, "--contrast-mix", help="weight of the contrast loss mixed into "
                                                  "label training (0 = off)"),
+    contrast_specificity: Optional[float] = typer.Option(None, "--contrast-specificity", help="weight of the "
+                                                         "aspect-specificity term: a contrast pair's own aspect "
+                                                         "head must separate it more than the other heads "
+                                                         "(0 = off)"),
 ) -> None:
     """Train an evaluation model (encoder + Eq. 9/10 features + feed-forward heads) and save it with its metric card."""
     from csem.data.records import check_output_path, read_records
@@ -169,7 +173,7 @@ def train(
         seed=seed, precision=precision, accelerator=accelerator,
         devices=int(devices) if devices.isdigit() else devices, num_nodes=num_nodes, strategy=strategy,
         num_threads=threads, progress=progress, contrast_per_record=contrast_per_record,
-        contrast_epochs=contrast_epochs, contrast_mix=contrast_mix))
+        contrast_epochs=contrast_epochs, contrast_mix=contrast_mix, contrast_specificity=contrast_specificity))
     contrast_rows = read_records(contrast, required=()) if contrast else None
     if train_layers is not None:
         tc = tc.model_copy(update={"train_layers": None if train_layers < 0 else train_layers})

@@ -223,6 +223,9 @@ class TrainConfig(BaseModel):
             ~150 pairs, so the cap bounds its time on large training sets.
         contrast_pairs_per_batch: pairs per contrast batch. contrast_lr: encoder learning rate while
             pretraining (None: ``lr``); the heads use ``head_lr``.
+        contrast_specificity: weight of the aspect-specificity term of the contrast loss
+            (:meth:`csem.model.preferences.PreferenceTable.loss`: a pair's own aspect head must separate
+            the two texts by more than the other heads do); 0 = off.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -254,3 +257,4 @@ class TrainConfig(BaseModel):
     contrast_max_pairs: int | None = Field(400, ge=1)
     contrast_pairs_per_batch: int = Field(8, ge=1)
     contrast_lr: float | None = Field(None, gt=0)
+    contrast_specificity: float = Field(0.0, ge=0)

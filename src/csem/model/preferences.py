@@ -34,11 +34,15 @@ class PreferenceTable:
 
     Attributes:
         pairs: the pairs. specs: one :class:`LabelSpec` per aspect (scale [0, 1]: scores are relative).
+        specificity: weight of the aspect-specificity term of :meth:`loss` (0 = off; set for rule-made
+            contrast pairs by ``TrainConfig.contrast_specificity``).
     """
 
-    def __init__(self, pairs: Sequence[tuple[str, str, int, float]], specs: Sequence[LabelSpec]):
+    def __init__(self, pairs: Sequence[tuple[str, str, int, float]], specs: Sequence[LabelSpec],
+                 specificity: float = 0.0):
         self.pairs = list(pairs)
         self.specs = list(specs)
+        self.specificity = specificity
         self._by_id: dict[str, list[int]] = {}
         for k, (a, b, _, _) in enumerate(self.pairs):
             self._by_id.setdefault(a, []).append(k)
@@ -47,9 +51,21 @@ class PreferenceTable:
         return len(self.pairs)
 
     def loss(self, score: Tensor, ids: Sequence[str]) -> Tensor:
-        """Eq. 3 over the pairs whose two candidates are among ``ids``.
+        """Eq. 3 over the pairs whose two candidates are among ``ids``, plus, with
+        :attr:`specificity` ``w > 0`` and several aspects, the aspect-specificity term
+
+        ``w * mean over pairs and other heads g of -log sigmoid(m_x - max(m_g, 0))``,
+        ``m_h = s_h(a) - s_h(b)``,
+
+        where ``x`` is the pair's aspect: the pair's own head must separate the two texts by more than
+        every other head does (a Bradley-Terry preference between the heads' margins); a head that
+        already does not prefer the better text counts as 0, so no head is pushed to prefer the worse one. It is what makes
+        an aspect's head, not all of them alike, respond to that aspect's errors (rule-made pairs of
+        one aspect's perturbation family, :mod:`csem.data.contrasts`; per-dimension negatives as in
+        UniEval, Zhong et al. 2022; the margin term is csem's).
 
         Args: ``score`` ``[B, A]`` the batch's scores; ``ids``: the ``B`` record ids, in batch order.
+        Returns: a scalar (0 with grad when no pair of the batch is in the table).
         """
         pos = {str(i): k for k, i in enumerate(ids)}
         ia, ib, asp, tgt = [], [], [], []
@@ -67,7 +83,14 @@ class PreferenceTable:
         a_idx = torch.tensor(ia, device=dev)
         b_idx = torch.tensor(ib, device=dev)
         x_idx = torch.tensor(asp, device=dev)
-        return preference_loss(score[a_idx, x_idx], score[b_idx, x_idx], torch.tensor(tgt, device=dev))
+        loss = preference_loss(score[a_idx, x_idx], score[b_idx, x_idx], torch.tensor(tgt, device=dev))
+        if self.specificity > 0 and score.shape[1] > 1:
+            margin = score[a_idx] - score[b_idx]  # [P, A]
+            own = margin.gather(1, x_idx[:, None])  # [P, 1]
+            other = torch.ones_like(margin, dtype=torch.bool).scatter(1, x_idx[:, None], False)
+            diff = (own - margin.clamp(min=0))[other]  # own margin minus each other head's (>= 0) margin
+            loss = loss + self.specificity * preference_loss(diff, torch.zeros_like(diff), torch.ones_like(diff))
+        return loss
 
     def check(self, records: Sequence[Mapping[str, Any]], mode: str, min_pairs: int = 4) -> list[LabelSpec]:
         """Validate for training (called by :func:`csem.model.train.train`); returns the aspects.

@@ -223,7 +223,8 @@ def train(
                       label_range_declared=label_range is not None)
     if contrast_loader is not None:
         card["contrast"] = {"pairs": len(contrast_loader.dataset) // 2, "epochs": tc.contrast_epochs,
-                            "mix": tc.contrast_mix, "seconds": round(getattr(module, "contrast_seconds", 0.0), 1),
+                            "mix": tc.contrast_mix, "specificity": contrast_loader.table.specificity,
+                            "seconds": round(getattr(module, "contrast_seconds", 0.0), 1),
                             "perturbations": _count(contrast, "perturbation")}
     if module.gate is not None:  # the acceptability gate learns from texts made from the training rows
         from csem.model.acceptability import fit_gate
@@ -254,6 +255,7 @@ def _contrast_loader(contrast, config: ModelConfig, tc: TrainConfig, builder, wh
     from csem.model.contrast import PairBatchSampler, contrast_training
 
     recs, table = contrast_training(contrast, config.labels, where=where)
+    table.specificity = tc.contrast_specificity
     sampler = PairBatchSampler(recs, tc.contrast_pairs_per_batch, seed=tc.seed)
     loader = torch.utils.data.DataLoader(recs, batch_sampler=sampler, collate_fn=builder, num_workers=0)
     loader.table = table
