@@ -21,6 +21,7 @@ the held-out test candidates and reports:
   on the test candidates.
 
 Run:  python benchmarks/bench_teacher_reliability.py --form geval-relevance [--seeds 12,13,14] [--threads 1]
+      [--architecture unified --out benchmarks/results/teacher_reliability_unified]
 Out:  benchmarks/results/teacher_reliability.{json,md}
 """
 
@@ -67,6 +68,8 @@ def main() -> None:
     ap = parser(__doc__.split("\n")[0], out="teacher_reliability", threads=1, seed=None)
     ap.add_argument("--form", default="geval-relevance", help="the second form (forms/<NAME>/ of the pool)")
     ap.add_argument("--seeds", default="12,13,14", help="students' seeds ('' = no students)")
+    ap.add_argument("--architecture", default=None, help="the students' architecture (ModelConfig.architecture; "
+                    "default: csem train's): e.g. unified, the cross-encoder")
     args = ap.parse_args()
     setup(args)
     t_start = time.perf_counter()
@@ -113,11 +116,13 @@ def main() -> None:
     write_results(args.out, res, report(res))
 
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    res["students"] = {"labels": len(train), "recipe": "csem train defaults (as the scale benchmark's largest point)",
-                       "runs": []}
+    model_options = {"architecture": args.architecture} if args.architecture else {}
+    res["students"] = {"labels": len(train), "recipe": "csem train defaults (as the scale benchmark's largest point)"
+                       + (f", architecture {args.architecture}" if args.architecture else ""),
+                       "model_options": model_options, "runs": []}
     lower_cache: dict = {}
     for seed in seeds:
-        model, secs = ts.fit_student(train, COL, seed, args.threads, lower_cache)
+        model, secs = ts.fit_student(train, COL, seed, args.threads, lower_cache, model_options=model_options)
         scores = ts.student_scores(model, rows)
         srows = [dict(x, **{"metric.student": s}) for x, s in zip(rows, scores)]
         run = {"seed": seed, "train_seconds": secs,
@@ -159,7 +164,8 @@ def report(res: dict) -> list[str]:
     if st.get("runs"):
         sd = st.get("sd") or {}
         mean = st.get("mean") or {t: statistics.fmean(r["spearman"][t] for r in st["runs"]) for t in targets}
-        md.append(f"| student, {st['labels']} pool-form labels ({len(st['runs'])} seeds) | "
+        arch = (st.get("model_options") or {}).get("architecture")
+        md.append(f"| student{', ' + arch if arch else ''}, {st['labels']} pool-form labels ({len(st['runs'])} seeds) | "
                   + " | ".join(f"{fmt(mean[t])}" + (f" ± {fmt(sd[t])}" if sd.get(t) is not None else "")
                                for t in targets) + " |")
     names = list(next(iter(res["baselines"].values())))

@@ -164,13 +164,14 @@ def second_recipe() -> tuple[str, dict]:
 
 
 def fit_student(train: list[dict], col: str, seed: int, threads: int, lower_cache: dict,
-                options: dict | None = None):
+                options: dict | None = None, model_options: dict | None = None):
     """The default student (``csem train`` defaults; ``options``: further TrainConfig fields such as
-    :data:`CONTRAST`) trained on ``train``'s ``col``; returns ``(model, training seconds)``."""
+    :data:`CONTRAST`; ``model_options``: ModelConfig fields such as ``architecture``) trained on
+    ``train``'s ``col``; returns ``(model, training seconds)``."""
     from csem.model import ModelConfig, TrainConfig, train as train_model
 
     t0 = time.perf_counter()
-    cfg = ModelConfig(name="student")
+    cfg = ModelConfig(name="student", **(model_options or {}))
     tc = TrainConfig(seed=seed, num_threads=threads, **(options or {}))
     model = train_model(train, [col], "ref-free", config=cfg, train_config=tc, label_range=(1, 5),
                         lower_cache=lower_cache)

@@ -70,3 +70,29 @@ def test_rebuild_gives_the_committed_files(tmp_path, monkeypatch):
     assert summary["test_candidates"] == 1018
     for name, raw in committed.items():
         assert gzip.decompress((tmp_path / name).read_bytes()) == raw, name
+
+
+def test_committed_forms_hold_the_test_candidates_first():
+    """A form (the pool judged again under another rubric) judges the test candidates first, in the pool's
+    order: its committed chunks hold exactly their slice of that order, with a provenance naming its rubric;
+    a form name that is no plain folder name is refused."""
+    _, cands = tp.load_pool("geval-relevance")
+    n_test = sum(c["split"] == "test" for c in cands)
+    assert all(c["split"] == "test" for c in cands[:n_test])
+    assert [c["id"] for c in cands[:n_test]] == [c["id"] for c in tp.load_pool()[1] if c["split"] == "test"]
+    folder = tp.form_dir("geval-relevance")
+    assert folder == tp.POOL / "forms" / "geval-relevance"
+    chunks = sorted(folder.glob("chunk-*.jsonl.gz"))
+    assert len(chunks) * tp.CHUNK >= n_test  # the whole test pool is judged under this form
+    ids = [c["id"] for c in cands]
+    for path in chunks:
+        k = int(path.name.split("-")[1].split(".")[0])
+        rows = tp.read_jsonl_gz(path)
+        assert [r["id"] for r in rows] == ids[k * tp.CHUNK:(k + 1) * tp.CHUNK]
+        assert all(r["score"] is None or 1.0 <= r["score"] <= 5.0 for r in rows)
+    import json
+
+    prov = json.loads((folder / "provenance.json").read_text())
+    assert prov["form"] == "geval-relevance" and prov["rubric"]["id"] == "geval/summeval-relevance"
+    with pytest.raises(SystemExit, match="form name"):
+        tp.form_dir("../judged")
