@@ -59,10 +59,11 @@ class PreferenceTable:
 
         where ``x`` is the pair's aspect: the pair's own head must separate the two texts by more than
         every other head does (a Bradley-Terry preference between the heads' margins); a head that
-        already does not prefer the better text counts as 0, so no head is pushed to prefer the worse one. It is what makes
-        an aspect's head, not all of them alike, respond to that aspect's errors (rule-made pairs of
-        one aspect's perturbation family, :mod:`csem.data.contrasts`; per-dimension negatives as in
-        UniEval, Zhong et al. 2022; the margin term is csem's).
+        already does not prefer the better text counts as 0, so no head is pushed to prefer the worse
+        one. It is meant to make an aspect's head, not all of them alike, respond to that aspect's
+        errors (rule-made pairs of one aspect's perturbation family, :mod:`csem.data.contrasts`;
+        per-dimension negatives as in UniEval, Zhong et al. 2022; the margin term is csem's; measured in
+        ``benchmarks/results/student_aspects.md``).
 
         Args: ``score`` ``[B, A]`` the batch's scores; ``ids``: the ``B`` record ids, in batch order.
         Returns: a scalar (0 with grad when no pair of the batch is in the table).
