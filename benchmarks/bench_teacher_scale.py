@@ -152,11 +152,18 @@ CONTRAST = {"contrast_per_record": 1, "contrast_epochs": 1, "contrast_mix": 0.5}
 NO_CONTRAST = {"contrast_per_record": 0}
 
 
-def second_recipe() -> tuple[str, dict]:
-    """The recipe the second curve trains: without contrast pairs when ``csem train``'s default makes
-    them (issue 24), else the contrast recipe :data:`CONTRAST`."""
+def second_recipe(name: str | None = None) -> tuple[str, dict]:
+    """The recipe the second curve trains: ``name``, a recipe of the training-pool cross-validation
+    (``bench_teacher_pool_cv.RECIPES``; its ``"model"`` entry holds ModelConfig fields); without a name,
+    no contrast pairs when ``csem train``'s default makes them (issue 24), else :data:`CONTRAST`."""
     from csem.model import TrainConfig
 
+    if name:
+        from bench_teacher_pool_cv import RECIPES
+
+        if name not in RECIPES:
+            raise SystemExit(f"unknown recipe '{name}' (known: {', '.join(RECIPES)})")
+        return name, dict(RECIPES[name])
     if TrainConfig().contrast_per_record > 0:
         return "without contrast pairs (contrast_per_record 0: the default before issue 24)", dict(NO_CONTRAST)
     return ("contrast pretraining (1 rule-made pair per row, 1 epoch, mixed into label training at 0.5)",
@@ -186,11 +193,12 @@ def student_scores(model, test: list[dict]) -> list[float]:
 
 
 def train_student(train: list[dict], test: list[dict], col: str, seed: int, threads: int, lower_cache: dict,
-                  options: dict | None = None) -> tuple[dict, float, dict | None, int]:
+                  options: dict | None = None,
+                  model_options: dict | None = None) -> tuple[dict, float, dict | None, int]:
     """:func:`fit_student`, then its correlations with the teacher on ``test``, the training seconds,
     the same model's correlations with its acceptability gate removed (None without a gate), and the
     number of contrast pairs it trained on."""
-    model, secs = fit_student(train, col, seed, threads, lower_cache, options)
+    model, secs = fit_student(train, col, seed, threads, lower_cache, options, model_options)
 
     def corr() -> dict:
         return correlations([dict(r, **{"metric.student": v}) for r, v in zip(test, student_scores(model, test))],
@@ -307,6 +315,9 @@ def main() -> None:
     ap.add_argument("--contrast-sizes", default=None,
                     help="pool sizes of the second recipe's curve (default: the same sizes; 'max': the largest "
                          "pool; 'none': skip)")
+    ap.add_argument("--second", default=None,
+                    help="the second curve's recipe: a name of bench_teacher_pool_cv.RECIPES (chosen there by "
+                         "cross-validation on the training pool); default: contrast pretraining")
     args = ap.parse_args()
     setup(args)
     t_start = time.time()
@@ -339,7 +350,9 @@ def main() -> None:
     fixed = fixed_baselines(test, col)
     x_test = features(test)
     runs, fitted = [], {}
-    lower_cache: dict = {}
+    from csem.model import TrainConfig
+
+    lower_caches: dict = {}  # one lower-layer cache per number of trained layers (train()'s contract)
     for size in sizes:
         fitted[size] = fitted_baselines(train[:size], test, col, x_test)
     if args.contrast_sizes == "none" or not contrast_available():
@@ -349,7 +362,7 @@ def main() -> None:
         contrast_sizes = [s for s in sizes if str(s) in wanted or ("max" in wanted and s == sizes[-1])]
     else:
         contrast_sizes = sizes
-    second_name, second_options = second_recipe()
+    second_name, second_options = second_recipe(args.second)
     res["contrast_recipe"] = {"name": second_name, "train_config": second_options} if contrast_sizes else None
 
     def curve_of(recipe: str, options: dict | None, curve_sizes: list[int], key: str) -> None:
@@ -359,7 +372,10 @@ def main() -> None:
             use = seeds if args.large_seeds is None or size < args.large_from else seeds[:args.large_seeds]
             size_runs = []
             for seed in use:
-                corr, secs, no_gate, _ = train_student(pool, test, col, seed, args.threads, lower_cache, options)
+                opts = dict(options or {})
+                model_options = opts.pop("model", None)
+                cache = lower_caches.setdefault(opts.get("train_layers", TrainConfig().train_layers), {})
+                corr, secs, no_gate, _ = train_student(pool, test, col, seed, args.threads, cache, opts, model_options)
                 run = {"recipe": recipe, "labels": size, "seed": seed, "corr": corr, "train_seconds": secs,
                        "corr_no_gate": no_gate}
                 size_runs.append(run)
@@ -472,8 +488,10 @@ def report(res: dict) -> list[str]:
                                        "summary Kendall", "dataset Spearman", "dataset Kendall",
                                        "overlap LS (summary ρ)", "system prior (summary ρ)"]))
     if res.get("contrast_curve"):
-        opts = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in res["contrast_recipe"]["train_config"].items())
-        lines += ["", f"Second curve: {res['contrast_recipe']['name']} (`csem train {opts}`).", ""]
+        cfg = res["contrast_recipe"]["train_config"]
+        opts = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in cfg.items() if k != "model")
+        model = "".join(f"; ModelConfig {k}={v}" for k, v in (cfg.get("model") or {}).items())
+        lines += ["", f"Second curve: {res['contrast_recipe']['name']} (`csem train {opts}`{model}).", ""]
         rows = [[c["labels"], c["seeds"], f"{fmt(c['spearman'])} ± {fmt(c['sd'])}", _no_gate(c),
                  f"{fmt(c['summary_kendall'])} ± {fmt(c['summary_kendall_sd'])}",
                  f"{fmt(c['dataset_spearman'])} ± {fmt(c['dataset_spearman_sd'])}",
