@@ -170,7 +170,7 @@ def main() -> None:
     groups = [r["doc_id"] for r in train]
     ridge = {}
     for key, name in (("candidate", "ridge, frozen MiniLM candidate embedding + overlap features"),
-                      ("pair", "ridge, frozen MiniLM pair features (source, candidate, product, |difference|) "
+                      ("pair", "ridge, frozen MiniLM pair features (source, candidate, product, absolute difference) "
                                "+ overlap features")):
         preds[name], alpha, cv = ridge_cv(emb["train"][key], y, groups, emb["test"][key])
         ridge[name] = {"alpha": alpha, "cv_summary_spearman": cv}
