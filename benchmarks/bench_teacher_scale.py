@@ -318,6 +318,8 @@ def main() -> None:
     ap.add_argument("--second", default=None,
                     help="the second curve's recipe: a name of bench_teacher_pool_cv.RECIPES (chosen there by "
                          "cross-validation on the training pool); default: contrast pretraining")
+    ap.add_argument("--no-full-pool", action="store_true",
+                    help="train only at --sizes (by default the whole judged training pool is added)")
     args = ap.parse_args()
     setup(args)
     t_start = time.time()
@@ -327,7 +329,7 @@ def main() -> None:
     test, train, prov = load(col)
     seeds = [int(s) for s in args.seeds.split(",") if s]
     sizes = sorted({int(s) for s in args.sizes.split(",") if s and int(s) <= len(train)})
-    if len(train) >= 100 and (not sizes or len(train) > sizes[-1] * 1.1):
+    if not args.no_full_pool and len(train) >= 100 and (not sizes or len(train) > sizes[-1] * 1.1):
         sizes.append(len(train))
     if args.quick:
         test, sizes, seeds = test[:60], [s for s in (40,) if s <= len(train)], seeds[:1]
