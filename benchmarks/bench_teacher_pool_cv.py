@@ -208,21 +208,16 @@ def main() -> None:
         res["chosen"] = max(full, key=full.get) if len(full) == len(recipes) else None
         write_results(args.out, res, report(res))
 
-    from csem.model import TrainConfig
-
-    caches: dict = {}  # one lower-layer cache per number of trained layers (train()'s contract)
+    caches: dict = {}  # one lower-layer cache per number of trained layers (bench_teacher_scale.recipe_parts)
     for seed in seeds if not args.no_train else ():
         for k, (tr_idx, held_idx) in enumerate(folds):
             tr, held = [pool[i] for i in tr_idx], [pool[i] for i in held_idx]
             for name in recipes:
                 if (seed, k, name) in done:
                     continue
-                options = dict(RECIPES[name])
-                model_options = options.pop("model", None)
-                corr, secs, no_gate, pairs = T.train_student(
-                    tr, held, col, seed, args.threads,
-                    caches.setdefault(options.get("train_layers", TrainConfig().train_layers), {}), options,
-                    model_options)
+                options, model_options, cache = T.recipe_parts(RECIPES[name], caches)
+                corr, secs, no_gate, pairs = T.train_student(tr, held, col, seed, args.threads, cache, options,
+                                                             model_options)
                 run = {"seed": seed, "fold": k, "recipe": name, "spearman": corr["summary"]["spearman"],
                        "kendall": corr["summary"]["kendall"],
                        "spearman_no_gate": no_gate["summary"]["spearman"] if no_gate else None,

@@ -162,7 +162,7 @@ def second_recipe(name: str | None = None) -> tuple[str, dict]:
         from bench_teacher_pool_cv import RECIPES
 
         if name not in RECIPES:
-            raise SystemExit(f"unknown recipe '{name}' (known: {', '.join(RECIPES)})")
+            raise ValueError(f"unknown recipe '{name}' (known: {', '.join(RECIPES)})")
         return name, dict(RECIPES[name])
     if TrainConfig().contrast_per_record > 0:
         return "without contrast pairs (contrast_per_record 0: the default before issue 24)", dict(NO_CONTRAST)
@@ -190,6 +190,18 @@ def student_scores(model, test: list[dict]) -> list[float]:
     cols = model.score_columns(test, name="student")
     (mcol,) = [c for c in cols if not c.endswith(".std")]
     return list(cols[mcol])
+
+
+def recipe_parts(recipe: dict | None, caches: dict) -> tuple[dict, dict | None, dict]:
+    """``(TrainConfig fields, ModelConfig fields or None, lower-layer cache)`` of a recipe dict whose
+    ``"model"`` entry holds ModelConfig fields; the cache is the one in ``caches`` for the recipe's number
+    of trained layers (``train()`` shares a cache only between runs that train the same layers)."""
+    from csem.model import TrainConfig
+
+    options = dict(recipe or {})
+    model_options = options.pop("model", None)
+    cache = caches.setdefault(options.get("train_layers", TrainConfig().train_layers), {})
+    return options, model_options, cache
 
 
 def train_student(train: list[dict], test: list[dict], col: str, seed: int, threads: int, lower_cache: dict,
@@ -331,6 +343,8 @@ def main() -> None:
     sizes = sorted({int(s) for s in args.sizes.split(",") if s and int(s) <= len(train)})
     if not args.no_full_pool and len(train) >= 100 and (not sizes or len(train) > sizes[-1] * 1.1):
         sizes.append(len(train))
+    if not sizes and not args.quick:
+        ap.error(f"--sizes: no size at or below the {len(train)} judged training candidates")
     if args.quick:
         test, sizes, seeds = test[:60], [s for s in (40,) if s <= len(train)], seeds[:1]
     if len(test) < 1000 and not args.quick:
@@ -352,9 +366,7 @@ def main() -> None:
     fixed = fixed_baselines(test, col)
     x_test = features(test)
     runs, fitted = [], {}
-    from csem.model import TrainConfig
-
-    lower_caches: dict = {}  # one lower-layer cache per number of trained layers (train()'s contract)
+    lower_caches: dict = {}  # one lower-layer cache per number of trained layers (recipe_parts)
     for size in sizes:
         fitted[size] = fitted_baselines(train[:size], test, col, x_test)
     if args.contrast_sizes == "none" or not contrast_available():
@@ -364,7 +376,10 @@ def main() -> None:
         contrast_sizes = [s for s in sizes if str(s) in wanted or ("max" in wanted and s == sizes[-1])]
     else:
         contrast_sizes = sizes
-    second_name, second_options = second_recipe(args.second)
+    try:
+        second_name, second_options = second_recipe(args.second)
+    except ValueError as e:
+        ap.error(f"--second: {e}")
     res["contrast_recipe"] = {"name": second_name, "train_config": second_options} if contrast_sizes else None
 
     def curve_of(recipe: str, options: dict | None, curve_sizes: list[int], key: str) -> None:
@@ -374,9 +389,7 @@ def main() -> None:
             use = seeds if args.large_seeds is None or size < args.large_from else seeds[:args.large_seeds]
             size_runs = []
             for seed in use:
-                opts = dict(options or {})
-                model_options = opts.pop("model", None)
-                cache = lower_caches.setdefault(opts.get("train_layers", TrainConfig().train_layers), {})
+                opts, model_options, cache = recipe_parts(options, lower_caches)
                 corr, secs, no_gate, _ = train_student(pool, test, col, seed, args.threads, cache, opts, model_options)
                 run = {"recipe": recipe, "labels": size, "seed": seed, "corr": corr, "train_seconds": secs,
                        "corr_no_gate": no_gate}

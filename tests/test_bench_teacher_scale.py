@@ -1,0 +1,46 @@
+"""benchmarks/bench_teacher_scale.py's recipe handling (pure logic; no model is loaded): a recipe's ModelConfig
+fields are split from its TrainConfig fields, and runs that train different numbers of layers never share a
+lower-layer cache (train() may only share one between runs that freeze the same layers)."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    sys.path.insert(0, str(ROOT / "benchmarks"))  # the script imports benchmarks/harness.py
+    try:
+        spec = importlib.util.spec_from_file_location("bench_teacher_scale_under_test",
+                                                      ROOT / "benchmarks" / "bench_teacher_scale.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+
+def test_recipe_parts_splits_model_fields_and_keys_caches_by_trained_layers(bench):
+    from csem.model import TrainConfig
+
+    caches: dict = {}
+    recipe = {"train_layers": 0, "max_epochs": 6, "model": {"hidden_sizes": []}}
+    options, model, frozen = bench.recipe_parts(recipe, caches)
+    assert options == {"train_layers": 0, "max_epochs": 6} and model == {"hidden_sizes": []}
+    assert "model" in recipe  # the recipe table is not modified
+    _, model2, default = bench.recipe_parts({"lr": 1e-4}, caches)
+    assert model2 is None and default is not frozen
+    assert bench.recipe_parts({"train_layers": TrainConfig().train_layers}, caches)[2] is default
+    assert bench.recipe_parts(None, caches)[2] is default
+    assert set(caches) == {0, TrainConfig().train_layers}
+
+
+def test_second_recipe_refuses_unknown_names(bench):
+    with pytest.raises(ValueError, match="unknown recipe 'nope'"):
+        bench.second_recipe("nope")
+    name, options = bench.second_recipe("top 2 layers, 3 epochs at lr 1e-4")
+    assert options["max_epochs"] == 3 and options["lr"] == 1e-4
