@@ -29,6 +29,7 @@ import math
 import statistics
 import time
 from collections import defaultdict
+from pathlib import Path
 
 from harness import fmt, log, machine, markdown_table, now, parser, setup, write_results
 
@@ -46,13 +47,20 @@ FEATURES = ("novel unigram share", "novel bigram share", "novel trigram share", 
 # data
 # ----------------------------------------------------------------------------------------------
 
-def load(col: str) -> tuple[list[dict], list[dict], dict]:
+def provenance_path(form: str = "") -> Path:
+    """The provenance file of the pool's judgments (``form`` = ""), or of another form's."""
+    return tp.form_dir(form) / "provenance.json" if form else tp.POOL / "provenance.json"
+
+
+def load(col: str, form: str = "", extended: bool = False) -> tuple[list[dict], list[dict], dict]:
     """``(test, train_in_judging_order, provenance)``: judged candidates as csem records (``doc_id`` =
     source id, ``system_id``, ``dataset``, ``source``, ``candidate``, ``col`` = the teacher's score,
-    ``human.<aspect>``); candidates the judge left without a score are dropped (counted in the log)."""
-    sources, cands = tp.load_pool()
-    got = tp.judged()
-    prov = json.loads((tp.POOL / "provenance.json").read_text())
+    ``human.<aspect>``); candidates the judge left without a score are dropped (counted in the log).
+    ``form``: the teacher is that form's judgments (test and training alike); ``extended``: the pool's
+    rule-made training candidates (``teacher_pool.py extend``) follow its own in the training order."""
+    sources, cands = tp.load_pool(extended=extended)
+    got = tp.judged(form)
+    prov = json.loads(provenance_path(form).read_text())
     test, train, missing = [], [], 0
     for c in cands:
         j = got.get(c["id"])
@@ -281,10 +289,11 @@ def teacher_vs_human(records: list[dict], col: str) -> dict:
     return out
 
 
-def judging_speed() -> dict:
-    """Seconds per judgment from ``judged/chunks.jsonl``: wall time of each ``csem annotate`` call (model
-    load included, on the shared machine) over the judgments it made (cache hits not counted)."""
-    path = tp.POOL / "judged" / "chunks.jsonl"
+def judging_speed(form: str = "") -> dict:
+    """Seconds per judgment from ``judged/chunks.jsonl`` (a form's: ``forms/<form>/chunks.jsonl``): wall
+    time of each ``csem annotate`` call (model load included) over the judgments it made (cache hits not
+    counted)."""
+    path = tp.form_dir(form) / "chunks.jsonl"
     rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
     timed = [r for r in rows if r.get("seconds") and r.get("new_judgments")]
     n = sum(r["new_judgments"] for r in timed)
@@ -332,13 +341,24 @@ def main() -> None:
                          "cross-validation on the training pool); default: contrast pretraining")
     ap.add_argument("--no-full-pool", action="store_true",
                     help="train only at --sizes (by default the whole judged training pool is added)")
+    ap.add_argument("--form", default="",
+                    help="the teacher: another form's judgments (forms/NAME/, e.g. the GPU run's hf-bf16) "
+                         "instead of the pool's own")
+    ap.add_argument("--extended", action="store_true",
+                    help="training pools continue with the rule-made extension (teacher_pool.py extend)")
+    ap.add_argument("--precision", default=None,
+                    help="TrainConfig.precision of every student (default: csem train's, auto; 32-true on a GPU "
+                         "trains as on a CPU)")
+    ap.add_argument("--largest-first", action="store_true",
+                    help="train the largest pool first (a time-limited run keeps the point that matters most)")
+    ap.add_argument("--encoder", default=None,
+                    help="the students' encoder (ModelConfig.encoder: a folder, or minilm / mpnet; default minilm)")
     args = ap.parse_args()
     setup(args)
     t_start = time.time()
-    prov_path = tp.POOL / "provenance.json"
-    prov = json.loads(prov_path.read_text())
+    prov = json.loads(provenance_path(args.form).read_text())
     col = f"judge.{prov['rubric']['aspect']}"
-    test, train, prov = load(col)
+    test, train, prov = load(col, args.form, args.extended)
     seeds = [int(s) for s in args.seeds.split(",") if s]
     sizes = sorted({int(s) for s in args.sizes.split(",") if s and int(s) <= len(train)})
     if not args.no_full_pool and len(train) >= 100 and (not sizes or len(train) > sizes[-1] * 1.1):
@@ -352,14 +372,16 @@ def main() -> None:
     res: dict = {"meta": {"date": now(), "machine": machine(), "threads": args.threads, "seeds": seeds,
                           "sizes": sizes, "student": "csem train defaults (ModelConfig(), TrainConfig()): "
                           "MiniLM bi-encoder, reference-free, label range 1-5",
-                          "train_config_default": _train_defaults()},
+                          "train_config_default": _train_defaults(), "form": args.form or None,
+                          "extended": bool(args.extended), "encoder": args.encoder or "minilm",
+                          "precision": args.precision},
                  "teacher": {"judge": prov["judge"], "rubric": prov["rubric"]["id"],
                              "rubric_version": prov["rubric"]["version"], "model_sha256": prov["model_sha256"],
                              "mode": prov["mode"], "column": col},
                  "test_candidates": len(test),
                  "test_by_dataset": {d: sum(r["dataset"] == d for r in test) for d in tp.DATASETS},
                  "train_judged": len(train),
-                 "judging": judging_speed()}
+                 "judging": judging_speed(args.form)}
     log("teacher vs humans")
     res["teacher_vs_human"] = teacher_vs_human(test + train, col)
     log("fixed baselines")
@@ -390,6 +412,10 @@ def main() -> None:
             size_runs = []
             for seed in use:
                 opts, model_options, cache = recipe_parts(options, lower_caches)
+                if args.encoder:
+                    model_options = {**(model_options or {}), "encoder": args.encoder}
+                if args.precision:
+                    opts = {**opts, "precision": args.precision}
                 corr, secs, no_gate, _ = train_student(pool, test, col, seed, args.threads, cache, opts, model_options)
                 run = {"recipe": recipe, "labels": size, "seed": seed, "corr": corr, "train_seconds": secs,
                        "corr_no_gate": no_gate}
@@ -405,7 +431,8 @@ def main() -> None:
                           "spearman_no_gate": statistics.fmean(ng) if len(ng) == len(size_runs) else None,
                           "sd_no_gate": statistics.stdev(ng) if len(ng) == len(size_runs) > 1 else None,
                           **{k: v for k, v in s.items() if not k.startswith("summary_spearman")},
-                          "by_dataset": {d: sum(r["dataset"] == d for r in pool) for d in tp.DATASETS}})
+                          "by_dataset": {d: sum(r["dataset"] == d for r in pool) for d in tp.DATASETS},
+                          "rule_made": sum(r["id"].startswith("ext/") for r in pool)})
             res["runs"] = runs
 
     def finish(complete: bool) -> None:
@@ -429,8 +456,8 @@ def main() -> None:
         write_results(args.out, res, report(res))
         log(f"wrote {args.out}.json / .md" + ("" if complete else " (so far)"))
 
-    # interleaved by size so a stopped run still has both curves at the small sizes
-    for size in sizes:
+    # interleaved by size so a stopped run still has both curves at the small (or, --largest-first, large) sizes
+    for size in (sorted(sizes, reverse=True) if args.largest_first else sizes):
         curve_of("default", None, [size], "curve")
         if size in contrast_sizes:
             curve_of("second", second_options, [size], "contrast_curve")

@@ -9,6 +9,8 @@ Sub-commands (run from the checkout root or anywhere; paths are relative to this
     python benchmarks/teacher_pool.py compact K        # keep chunk K's judgments as judged/chunk-K.jsonl.gz
     python benchmarks/teacher_pool.py status           # how far the pool is judged
     python benchmarks/teacher_pool.py provenance       # write provenance.json
+    python benchmarks/teacher_pool.py extend           # rule-made training candidates (extension/)
+    python benchmarks/teacher_pool.py export --form F --extended   # one csem record file of a whole form
 
 ``benchmarks/teacher_pool_judge.sh`` loops over the chunks with ``csem annotate`` (probs mode, the
 SQLite cache at ``benchmarks/data/teacher_pool/cache.sqlite``, git-ignored), so an interrupted run
@@ -30,6 +32,13 @@ Layout of ``benchmarks/data/teacher_pool/``:
   ``judged/chunks.jsonl``: per chunk, candidates, seconds of the ``csem annotate`` call, dates.
 * ``provenance.json``: judge URI, model file sha256, backend id, rubric id and version, mode, csem
   version and commit, date, the judging order's rules.
+* ``extension/candidates.jsonl.gz``: more **training** candidates made by rule for the training
+  sources (:func:`extend`; no test article is touched): extractive summaries (the lead 1-3 sentences and
+  random 2-4-sentence extracts in source order, like REALSumm's extractive systems) and rule-made
+  variants of the existing training candidates (:mod:`csem.data.contrasts`: relevance, consistency and
+  coherence perturbations), in the same row layout (``dataset`` = the source's dataset, ``system_id`` =
+  ``extract:<kind>`` or ``perturbed:<perturbation>``, ``origin`` = the perturbed candidate's id,
+  ``human`` = {}). ``--extended`` forms judge them after the pool's own candidates.
 * ``forms/<NAME>/``: the same candidates judged again under another *form* (another rubric wording or
   judge; ``--form NAME`` on ``chunk``, ``compact``, ``status``, ``provenance``): ``chunk-NNNN.jsonl.gz``,
   ``chunks.jsonl`` and ``provenance.json`` as above. A form judges the test candidates first (its
@@ -211,6 +220,87 @@ def build(data_dir: Path | None = None) -> dict:
 # chunks
 # ----------------------------------------------------------------------------------------------
 
+# ----------------------------------------------------------------------------------------------
+# extension: rule-made training candidates
+# ----------------------------------------------------------------------------------------------
+
+EXT = POOL / "extension"
+#: extracts per training source: the lead 1, 2, 3 sentences and this many random 2-4-sentence extracts
+EXTRACTS = 5
+#: rule-made variants per existing training candidate, each from another family (csem.data.contrasts)
+VARIANTS = 2
+VARIANT_FAMILIES = ("relevance", "consistency", "coherence")
+
+
+def extend(seed: int = SEED) -> dict:
+    """Write ``extension/candidates.jsonl.gz``: rule-made training candidates for every training source
+    (see the module docstring), deterministic given ``seed``. Extracts are cut from the source with
+    csem's sentence splitter (``syntok``); variants come from :mod:`csem.data.contrasts` (a text equal
+    to an existing candidate of its source is skipped). No LLM call."""
+    from csem.data import contrasts as C
+
+    sources, cands = load_pool()
+    train = [r for r in cands if r["split"] == "train"]
+    by_source: dict[str, list[dict]] = defaultdict(list)
+    for r in train:
+        by_source[r["source_id"]].append(r)
+    others = sorted(by_source)
+    rows: list[dict] = []
+    for sid in by_source:  # pool order (first seen in judging order)
+        src = sources[sid]["text"]
+        group = by_source[sid]
+        seen = {" ".join(r["candidate"].split()).lower() for r in group}
+
+        def add(system_id: str, text: str, origin: str | None = None) -> None:
+            key = " ".join(text.split()).lower()
+            if not key or key in seen:
+                return
+            seen.add(key)
+            rows.append({"id": f"ext/{sid}/{system_id}", "source_id": sid, "dataset": group[0]["dataset"],
+                         "doc_id": group[0]["doc_id"], "system_id": system_id, "split": "train",
+                         "candidate": text, "human": {}, "origin": origin})
+
+        sents = [x.strip() for x in C.split_sentences(src) if len(x.split()) >= 4][:40]
+        for k in (1, 2, 3):
+            if len(sents) >= k:
+                add(f"extract:lead-{k}", " ".join(sents[:k]))
+        rng = C.rng_for(seed, sid, "extracts")
+        for i in range(EXTRACTS):
+            if len(sents) < 4:
+                break
+            k = rng.randint(2, min(4, len(sents) - 1))
+            pick = sorted(rng.sample(range(len(sents)), k))
+            add(f"extract:random-{i}", " ".join(sents[j] for j in pick))
+        other = sources[others[(others.index(sid) + 1) % len(others)]]["text"]
+        ctx = C.Context(source=src, other=other)
+        for r in group:
+            fams = list(VARIANT_FAMILIES)
+            C.rng_for(seed, r["id"], "families").shuffle(fams)
+            made = 0
+            for fam in fams:
+                if made == VARIANTS:
+                    break
+                names = sorted(C.FAMILIES[fam])
+                C.rng_for(seed, r["id"], fam).shuffle(names)
+                for name in names:
+                    out = C.FAMILIES[fam][name](r["candidate"], C.rng_for(seed, r["id"], name), ctx)
+                    if out is not None:
+                        before = len(rows)
+                        add(f"perturbed:{name}:{r['system_id']}", out.text, origin=r["id"])
+                        made += len(rows) > before
+                        break
+    ids = [r["id"] for r in rows]
+    assert len(ids) == len(set(ids)), "extension ids repeat"
+    write_jsonl_gz(EXT / "candidates.jsonl.gz", rows)
+    kinds: dict[str, int] = defaultdict(int)
+    for r in rows:
+        kinds[r["system_id"].split(":")[0] if r["system_id"].startswith("extract") else
+              "perturbed:" + r["system_id"].split(":")[1]] += 1
+    summary = {"candidates": len(rows), "sources": len({r["source_id"] for r in rows}), "kinds": dict(sorted(kinds.items()))}
+    print(json.dumps(summary, indent=1))
+    return summary
+
+
 def form_dir(form: str = "") -> Path:
     """Where a form's compact judgments live: ``judged/`` for the pool's own judge and rubric (``""``),
     ``forms/<form>/`` for another form."""
@@ -223,19 +313,40 @@ def work_dir(form: str = "") -> Path:
     return WORK / "forms" / form if form else WORK
 
 
-def load_pool(form: str = "") -> tuple[dict[str, dict], list[dict]]:
+def load_pool(form: str = "", extended: bool = False) -> tuple[dict[str, dict], list[dict]]:
     """``(sources by source_id, candidates in judging order)`` from :data:`POOL`; for another ``form``
-    the test candidates come first (see the module docstring)."""
+    the test candidates come first (see the module docstring); ``extended``: the extension's training
+    candidates follow the pool's own."""
     sources = {s["source_id"]: s for s in read_jsonl_gz(POOL / "sources.jsonl.gz")}
     cands = read_jsonl_gz(POOL / "candidates.jsonl.gz")
     if form:
         cands = [r for r in cands if r["split"] == "test"] + [r for r in cands if r["split"] != "test"]
+    if extended:
+        cands += read_jsonl_gz(EXT / "candidates.jsonl.gz")
     return sources, cands
 
 
 def n_chunks(form: str = "") -> int:
     _, cands = load_pool(form)
     return (len(cands) + CHUNK - 1) // CHUNK
+
+
+def _record(r: dict, sources: dict[str, dict]) -> dict:
+    """A pool candidate as the csem record ``csem annotate`` reads (``doc_id`` = source id)."""
+    return {"id": r["id"], "doc_id": r["source_id"], "system_id": r["system_id"], "dataset": r["dataset"],
+            "source": sources[r["source_id"]]["text"], "candidate": r["candidate"]}
+
+
+def export(form: str, extended: bool = False) -> Path:
+    """All of a form's candidates (``extended``: with the extension's) as one csem record file under
+    :data:`WORK`, in the form's judging order: for a run that judges everything in one call (a GPU)."""
+    sources, cands = load_pool(form, extended)
+    path = work_dir(form) / ("all-extended.input.jsonl" if extended else "all.input.jsonl")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as f:
+        for r in cands:
+            f.write(json.dumps(_record(r, sources), ensure_ascii=False) + "\n")
+    return path
 
 
 def write_chunk(k: int, form: str = "") -> Path:
@@ -249,9 +360,7 @@ def write_chunk(k: int, form: str = "") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as f:
         for r in part:
-            f.write(json.dumps({"id": r["id"], "doc_id": r["source_id"], "system_id": r["system_id"],
-                                "dataset": r["dataset"], "source": sources[r["source_id"]]["text"],
-                                "candidate": r["candidate"]}, ensure_ascii=False) + "\n")
+            f.write(json.dumps(_record(r, sources), ensure_ascii=False) + "\n")
     return path
 
 
@@ -261,33 +370,42 @@ def compact(k: int, seconds: float | None = None, started: str | None = None, fi
     ``judged/chunk-K.jsonl.gz`` (a form's: ``forms/<form>/``) and append its timing to ``chunks.jsonl``
     there (``new``: the judgments the chunk's ``csem annotate`` made, as it reported them; the rest were
     cache hits)."""
-    out = work_dir(form) / f"chunk-{k:04d}.judged.jsonl"
+    return keep_judgments(work_dir(form) / f"chunk-{k:04d}.judged.jsonl", form_dir(form) / f"chunk-{k:04d}.jsonl.gz",
+                          {"chunk": k, "new_judgments": new, "seconds": seconds, "started": started,
+                           "finished": finished})
+
+
+def keep_judgments(out: Path, dest: Path, timing: dict) -> Path:
+    """``csem annotate``'s output ``out`` (and its ``.judge.json``) kept compact as ``dest``
+    (``id``, ``score``, ``mass``, ``missing``); ``timing`` plus counts appended to ``chunks.jsonl`` beside it."""
     prov = json.loads((out.with_name(out.name + ".judge.json")).read_text())
     (col,) = [c for c in prov["columns"]]
     rows = [json.loads(line) for line in out.open(encoding="utf-8") if line.strip()]
     keep = [{"id": r["id"], "score": r.get(col), "mass": r.get(f"{col}.mass"), "missing": r.get(f"{col}.missing")}
             for r in rows]
-    dest = form_dir(form) / f"chunk-{k:04d}.jsonl.gz"
     write_jsonl_gz(dest, keep)
-    with (form_dir(form) / "chunks.jsonl").open("a", encoding="utf-8") as f:
-        f.write(json.dumps({"chunk": k, "candidates": len(keep), "missing": sum(r["score"] is None for r in keep),
-                            "new_judgments": new, "seconds": seconds,
-                            "started": started, "finished": finished, "column": col}) + "\n")
+    with (dest.parent / "chunks.jsonl").open("a", encoding="utf-8") as f:
+        f.write(json.dumps({**timing, "candidates": len(keep), "missing": sum(r["score"] is None for r in keep),
+                            "column": col}) + "\n")
     return dest
 
 
 def judged(form: str = "") -> dict[str, dict]:
     """Every compacted judgment of ``form`` so far: ``id -> {score, mass, missing}``."""
     out = {}
-    for p in sorted(form_dir(form).glob("chunk-*.jsonl.gz")):
+    for p in sorted(form_dir(form).glob("*.jsonl.gz")):
         for r in read_jsonl_gz(p):
             out[r["id"]] = r
     return out
 
 
-def provenance(judge: str, rubric: str, threads: int, form: str = "") -> Path:
+def provenance(judge: str, rubric: str, threads: int, form: str = "", *, model_path: Path | None = None,
+               cache: Path | None = None, backend_options: dict | None = None, command: str | None = None,
+               extra: dict | None = None, dest: Path | None = None) -> Path:
     """Write ``provenance.json``: judge URI, model file and its sha256, the backend id found in the
-    cache, rubric id/version/fingerprint, mode, csem version and commit, date, the pool's rules."""
+    cache, rubric id/version/fingerprint, mode, csem version and commit, date, the pool's rules.
+    A run elsewhere (the GPU run) names its ``model_path``, ``cache``, ``backend_options``, ``command``,
+    ``extra`` fields and ``dest``."""
     import subprocess
     import sqlite3
     import time
@@ -297,10 +415,10 @@ def provenance(judge: str, rubric: str, threads: int, form: str = "") -> Path:
     from csem.rubrics import load_rubrics
 
     target = judge.split(":", 1)[1] if judge.startswith("llama-cpp:") else judge
-    model = Path(resolve_gguf(target))
+    model = Path(model_path) if model_path else Path(resolve_gguf(target))
     rub = load_rubrics([rubric])[0]
     backends = []
-    cache = POOL / "cache.sqlite"
+    cache = Path(cache) if cache else POOL / "cache.sqlite"
     if cache.exists():
         with sqlite3.connect(cache) as db:
             backends = [b for (b,) in db.execute("SELECT DISTINCT backend FROM judgments")]
@@ -310,13 +428,13 @@ def provenance(judge: str, rubric: str, threads: int, form: str = "") -> Path:
     except (OSError, subprocess.CalledProcessError):
         commit = None
     data = {"judge": judge, "model_file": model.name, "model_sha256": sha256_file(model), "backend_ids": backends,
-            "backend_options": {"n_threads": threads, "n_ctx": 8192},
+            "backend_options": backend_options or {"n_threads": threads, "n_ctx": 8192},
             "rubric": {"id": rub.id, "version": rub.version, "aspect": rub.aspect,
                        "scale": [rub.scale.min, rub.scale.max], "fingerprint": rub.fingerprint},
             "mode": "probs (G-Eval probability-weighted score, Liu et al. 2023 Eq. 1)",
             "csem_version": csem.__version__, "csem_commit": commit,
             "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-            "command": "bash benchmarks/teacher_pool_judge.sh (csem annotate per chunk of "
+            "command": command or "bash benchmarks/teacher_pool_judge.sh (csem annotate per chunk of "
                        f"{CHUNK} candidates, cache benchmarks/data/teacher_pool/cache.sqlite)",
             "pool": {"datasets": list(DATASETS), "test_datasets": list(TEST_DATASETS), "test_target": TEST_TARGET,
                      "seed": SEED, "chunk": CHUNK,
@@ -326,7 +444,8 @@ def provenance(judge: str, rubric: str, threads: int, form: str = "") -> Path:
     if form:
         data["form"] = form
         data["pool"]["order"] = "the test candidates first, then the training candidates, each in the pool's judging order"
-    dest = form_dir(form) / "provenance.json" if form else POOL / "provenance.json"
+    data.update(extra or {})
+    dest = dest or (form_dir(form) / "provenance.json" if form else POOL / "provenance.json")
     dest.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     return dest
 
@@ -358,7 +477,10 @@ def main(argv: list[str] | None = None) -> int:
     t = sub.add_parser("status")
     n = sub.add_parser("n-chunks")
     v = sub.add_parser("provenance")
-    for q in (c, m, t, n, v):
+    sub.add_parser("extend")
+    x = sub.add_parser("export")
+    x.add_argument("--extended", action="store_true", help="with the extension's training candidates")
+    for q in (c, m, t, n, v, x):
         q.add_argument("--form", default="", help="another form's judgments (forms/<NAME>/; default: the pool's)")
     v.add_argument("--judge", default="llama-cpp:qwen-0.5b")
     v.add_argument("--rubric", default="csem/summ-relevance-ref-free")
@@ -374,6 +496,10 @@ def main(argv: list[str] | None = None) -> int:
         status(a.form)
     elif a.cmd == "n-chunks":
         print(n_chunks(a.form))
+    elif a.cmd == "extend":
+        extend()
+    elif a.cmd == "export":
+        print(export(a.form, a.extended))
     elif a.cmd == "provenance":
         print(provenance(a.judge, a.rubric, a.threads, a.form))
     return 0

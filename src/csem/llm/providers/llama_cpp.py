@@ -13,14 +13,8 @@
   rubric places source (and reference) before the candidate, so a source's prompt prefix is
   evaluated once. ``prefix_reuse=False`` resets the context before every request (benchmark).
 
-**Probability-weighted score** (G-Eval, Liu et al. 2023, Eq. 1: ``score = sum_s p(s) * s``): for
-each score ``s`` of the scale the token sequences of ``"s"`` and ``" s"`` are enumerated and
-``p(s) = sum_variants prod_i p(t_i | prompt, t_<i)`` by the chain rule, one extra decode per
-multi-token prefix. Where a score's text is a prefix of another valid score (``"1"`` vs ``"10"``)
-the number must also end there: ``p("1") * (1 - sum_{t starts with a digit} p(t | prompt, "1"))``.
-A score that is no prefix of another is complete once its tokens are produced (as in G-Eval).
-A path whose probability falls below 1e-7 is not expanded further (its contribution, < 1e-7, is
-dropped), which saves the extra decode for the rarely used ``" s"`` variants.
+**Probability-weighted score** (G-Eval, Liu et al. 2023, Eq. 1): the chain rule over the token sequences
+of ``"s"`` and ``" s"`` for each score, written once in :mod:`csem.llm.providers.score_tokens`.
 """
 
 from __future__ import annotations
@@ -42,9 +36,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 from csem.llm.api import BackendError, GenerationResult, Messages, ScoreDistribution
 from csem.llm.config import GenerateConfig
 from csem.llm.providers.llama_cpp_kernels import extra_bufts_usable, model_params_override
+from csem.llm.providers.score_tokens import digit_mask, log_softmax, score_probs, score_variants
 
-
-PRUNE_LOGP = float(np.log(1e-7))
 
 
 def _file_sha256(path: Path) -> str:
@@ -169,24 +162,11 @@ class LlamaCppBackend:
     # ---------------------------------------------------------------- probabilities
     @lru_cache(maxsize=64)
     def _score_variants(self, scores: tuple[int, ...]) -> dict[int, list[tuple[int, ...]]]:
-        out: dict[int, list[tuple[int, ...]]] = {}
-        for s in scores:
-            seqs = []
-            for text in (str(s), " " + str(s)):
-                seq = tuple(self.llm.tokenize(text.encode(), add_bos=False, special=False))
-                if seq and seq not in seqs:
-                    seqs.append(seq)
-            out[s] = seqs
-        return out
+        return score_variants(lambda text: self.llm.tokenize(text.encode(), add_bos=False, special=False), scores)
 
     def _digits(self) -> np.ndarray:
         if self._digit_mask is None:
-            mask = np.zeros(self.n_vocab, dtype=bool)
-            for i in range(self.n_vocab):
-                piece = self.llm._model.token_get_text(i)
-                piece = piece.replace("\u0120", " ").replace("\u2581", " ").lstrip()
-                mask[i] = piece[:1].isdigit()
-            self._digit_mask = mask
+            self._digit_mask = digit_mask([self.llm._model.token_get_text(i) for i in range(self.n_vocab)])
         return self._digit_mask
 
     def _score_distribution(self, messages: Messages, scores: Sequence[int]) -> ScoreDistribution:
@@ -194,7 +174,6 @@ class LlamaCppBackend:
         if not self.prefix_reuse:
             self.llm.reset()  # no reuse across requests (within one request the trie still shares)
         variants = self._score_variants(tuple(scores))
-        all_seqs = {seq for seqs in variants.values() for seq in seqs}
         # log-probability of the next token after prompt + path, evaluated lazily per trie node
         node_logp: dict[tuple[int, ...], np.ndarray] = {}
         evaluated = 0
@@ -210,26 +189,11 @@ class LlamaCppBackend:
                     logits = np.ctypeslib.as_array(self.llm._ctx.get_logits(), shape=(self.n_vocab,)).astype(np.float64)
                     n = len(path)
                 evaluated += n
-                m = logits.max()
-                node_logp[path] = logits - (m + np.log(np.exp(logits - m).sum()))
+                node_logp[path] = log_softmax(logits)
             return node_logp[path]
 
         root = logp(())
-        probs: dict[int, float] = {}
-        for s, seqs in variants.items():
-            total = 0.0
-            for seq in seqs:
-                lp = 0.0
-                for i, tok in enumerate(seq):
-                    lp += float(logp(seq[:i])[tok])
-                    if lp < PRUNE_LOGP:  # negligible path: not expanded (error < 1e-7 per path)
-                        break
-                else:
-                    if any(other != seq and other[: len(seq)] == seq for other in all_seqs):
-                        p_cont = float(np.exp(logp(seq))[self._digits()].sum())
-                        lp += float(np.log(max(1.0 - p_cont, 1e-300)))
-                    total += float(np.exp(lp))
-            probs[s] = total
+        probs = score_probs(variants, logp, self._digits)
         top_id = int(np.argmax(root))
         top = self.llm.detokenize([top_id]).decode("utf-8", errors="replace")
         self.stats["requests"] += 1

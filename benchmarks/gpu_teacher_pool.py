@@ -1,0 +1,133 @@
+"""The teacher pool judged on a GPU (issue 23): the same judge (Qwen2.5-Coder-0.5B-Instruct Q4_K_M, the
+same GGUF file, sha256-verified), the same rubric and ``csem annotate --mode probs``, through
+transformers on CUDA (``hf:FILE.gguf``, dequantised, bf16, prompts batched 64 to a forward pass) instead
+of llama.cpp on 2 CPU cores. It judges the pool's 4,894 candidates again (test first) and the
+rule-made training extension (``teacher_pool.py extend``) as one form, ``hf-bf16``, and measures how far
+the GPU form agrees with the CPU judgments on the same candidates.
+
+    python benchmarks/gpu_teacher_pool.py judge --gguf FILE [--batch-size 64] [--out DIR]
+
+Writes into ``DIR`` (default ``$OUT`` on the lent GPU machine, else ``benchmarks/.cache/gpu``) and into
+``benchmarks/data/teacher_pool/forms/hf-bf16/``: ``judged.jsonl.gz`` (id, score, mass, missing),
+``chunks.jsonl`` (one row: candidates, judgments made, seconds, dates, device), ``provenance.json``, and
+``gpu_vs_cpu.json`` (Pearson, Spearman, summary-level Spearman on the test pool, largest difference,
+between the GPU form and the pool's llama.cpp judgments). ``benchmarks/gpu_teacher_pool.sh`` is the
+device script around it (payload, wheels, sha256 checks, then this, then the students).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import teacher_pool as tp
+
+FORM = "hf-bf16"
+RUBRIC = "csem/summ-relevance-ref-free"
+
+
+def agreement(gpu: dict[str, dict], cpu: dict[str, dict], cands: list[dict]) -> dict:
+    """GPU form vs the pool's llama.cpp judgments on the candidates both scored: Pearson and Spearman
+    over all of them, summary-level Spearman on the test pool (csem's evaluator), mean and largest
+    absolute difference."""
+    import numpy as np
+    from scipy import stats
+
+    from csem.meta.correlation import column_correlations
+
+    both = [c for c in cands if (gpu.get(c["id"]) or {}).get("score") is not None
+            and (cpu.get(c["id"]) or {}).get("score") is not None]
+    g = np.array([gpu[c["id"]]["score"] for c in both])
+    c_ = np.array([cpu[c["id"]]["score"] for c in both])
+    test = [{"doc_id": c["source_id"], "system_id": c["system_id"], "metric.gpu": gpu[c["id"]]["score"],
+             "judge.cpu": cpu[c["id"]]["score"]} for c in both if c["split"] == "test"]
+    summ = column_correlations(test, "metric.gpu", "judge.cpu", levels=("summary",), methods=("spearman",))
+    return {"candidates": len(both), "pearson": float(stats.pearsonr(g, c_)[0]),
+            "spearman": float(stats.spearmanr(g, c_)[0]),
+            "summary_spearman_test": float(summ[("summary", "spearman")].value),
+            "mean_abs_difference": float(np.abs(g - c_).mean()), "max_abs_difference": float(np.abs(g - c_).max()),
+            "mean_gpu": float(g.mean()), "mean_cpu": float(c_.mean())}
+
+
+def judge(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    data = tp.export(FORM, extended=True)
+    if args.limit:  # a smoke test: the first N candidates only
+        lines = data.read_text(encoding="utf-8").splitlines(keepends=True)[: args.limit]
+        data.write_text("".join(lines), encoding="utf-8")
+    n = sum(1 for _ in data.open(encoding="utf-8"))
+    dest_dir = tp.form_dir(FORM)
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    (dest_dir / "chunks.jsonl").unlink(missing_ok=True)
+    result = tp.work_dir(FORM) / "all-extended.judged.jsonl"
+    opts = {"device": args.device, "dtype": args.dtype, "batch_size": args.batch_size}
+    cmd = [sys.executable, "-m", "csem", "annotate", "--data", str(data), "--out", str(result), "--rubric", RUBRIC,
+           "--judge", f"hf:{args.gguf}", "--mode", "probs", "--cache", str(args.cache)]
+    for k, v in opts.items():
+        cmd += ["--judge-opt", f"{k}={v}"]
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    t0 = time.perf_counter()
+    print(" ".join(cmd), flush=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    seconds = time.perf_counter() - t0
+    tail = (proc.stdout + proc.stderr)[-3000:]
+    print(tail, flush=True)
+    if proc.returncode not in (0, 3):
+        print(f"csem annotate exited {proc.returncode}", file=sys.stderr)
+        return proc.returncode
+    # the judgments this call made (the rest were cache hits): "... judgments (17978 judged, 0 cached, ..."
+    made = re.findall(r"(\d+) judged,", " ".join((proc.stdout + proc.stderr).split()))
+    new = int(made[-1]) if made else None
+    device = "cpu"
+    try:
+        import torch
+
+        device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    except Exception:  # noqa: BLE001 - the name is a label only
+        pass
+    tp.keep_judgments(result, dest_dir / "judged.jsonl.gz",
+                      {"chunk": "all", "new_judgments": new, "seconds": seconds, "started": started,
+                       "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "device": device,
+                       "backend_options": opts, "annotate_exit": proc.returncode})
+    tp.provenance(f"hf:{Path(args.gguf).name}", RUBRIC, 0, FORM, model_path=Path(args.gguf), cache=Path(args.cache),
+                  backend_options=opts,
+                  command="python benchmarks/gpu_teacher_pool.py judge (one csem annotate call over the pool and "
+                          "its extension, test candidates first)",
+                  extra={"device": device, "extended": True,
+                         "runtime": "transformers (GGUF dequantised at load, then cast to the dtype) on CUDA"})
+    sources, cands = tp.load_pool(FORM, extended=True)
+    agree = agreement(tp.judged(FORM), tp.judged(), cands)
+    agree.update({"form": FORM, "device": device, "judgments": n, "seconds": seconds,
+                  "seconds_per_judgment": seconds / max(1, new or n)})
+    (dest_dir / "gpu_vs_cpu.json").write_text(json.dumps(agree, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps(agree, indent=1), flush=True)
+    for name in ("judged.jsonl.gz", "chunks.jsonl", "provenance.json", "gpu_vs_cpu.json"):
+        shutil.copy(dest_dir / name, out / name)
+    return 0 if proc.returncode == 0 else 3
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    j = sub.add_parser("judge")
+    j.add_argument("--gguf", required=True, help="the judge's GGUF file (sha256-verified by the caller)")
+    j.add_argument("--device", default="cuda")
+    j.add_argument("--dtype", default="bfloat16")
+    j.add_argument("--batch-size", type=int, default=64)
+    j.add_argument("--cache", type=Path, default=Path("/tmp/csem-gpu-judge.sqlite"))
+    j.add_argument("--limit", type=int, default=None, help="judge the first N candidates only (a smoke test)")
+    j.add_argument("--out", default=os.environ.get("OUT") or str(tp.HERE / ".cache" / "gpu"))
+    args = ap.parse_args(argv)
+    return judge(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
