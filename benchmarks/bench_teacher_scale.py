@@ -52,14 +52,20 @@ def provenance_path(form: str = "") -> Path:
     return tp.form_dir(form) / "provenance.json" if form else tp.POOL / "provenance.json"
 
 
-def load(col: str, form: str = "", extended: bool = False) -> tuple[list[dict], list[dict], dict]:
+def load(col: str, form: str = "", extended: bool = False,
+         extension_form: str | None = None) -> tuple[list[dict], list[dict], dict]:
     """``(test, train_in_judging_order, provenance)``: judged candidates as csem records (``doc_id`` =
     source id, ``system_id``, ``dataset``, ``source``, ``candidate``, ``col`` = the teacher's score,
     ``human.<aspect>``); candidates the judge left without a score are dropped (counted in the log).
     ``form``: the teacher is that form's judgments (test and training alike); ``extended``: the pool's
-    rule-made training candidates (``teacher_pool.py extend``) follow its own in the training order."""
+    rule-made training candidates (``teacher_pool.py extend``) follow its own in the training order, with
+    the labels of ``extension_form`` when given (e.g. the GPU run's ``hf-bf16``: the same judge computed
+    by another runtime), else of ``form``."""
     sources, cands = tp.load_pool(extended=extended)
     got = tp.judged(form)
+    if extended and extension_form is not None and extension_form != form:
+        ext = tp.judged(extension_form)
+        got.update({k: v for k, v in ext.items() if k.startswith("ext/")})
     prov = json.loads(provenance_path(form).read_text())
     test, train, missing = [], [], 0
     for c in cands:
@@ -346,6 +352,10 @@ def main() -> None:
                          "instead of the pool's own")
     ap.add_argument("--extended", action="store_true",
                     help="training pools continue with the rule-made extension (teacher_pool.py extend)")
+    ap.add_argument("--extension-form", default=None,
+                    help="with --extended: the extension's labels come from this form (e.g. hf-bf16, the GPU run)")
+    ap.add_argument("--recipe-first", action="store_true",
+                    help="at each size, train the second recipe before the default")
     ap.add_argument("--precision", default=None,
                     help="TrainConfig.precision of every student (default: csem train's, auto; 32-true on a GPU "
                          "trains as on a CPU)")
@@ -358,7 +368,7 @@ def main() -> None:
     t_start = time.time()
     prov = json.loads(provenance_path(args.form).read_text())
     col = f"judge.{prov['rubric']['aspect']}"
-    test, train, prov = load(col, args.form, args.extended)
+    test, train, prov = load(col, args.form, args.extended, args.extension_form)
     seeds = [int(s) for s in args.seeds.split(",") if s]
     sizes = sorted({int(s) for s in args.sizes.split(",") if s and int(s) <= len(train)})
     if not args.no_full_pool and len(train) >= 100 and (not sizes or len(train) > sizes[-1] * 1.1):
@@ -374,7 +384,7 @@ def main() -> None:
                           "MiniLM bi-encoder, reference-free, label range 1-5",
                           "train_config_default": _train_defaults(), "form": args.form or None,
                           "extended": bool(args.extended), "encoder": args.encoder or "minilm",
-                          "precision": args.precision},
+                          "precision": args.precision, "extension_form": args.extension_form},
                  "teacher": {"judge": prov["judge"], "rubric": prov["rubric"]["id"],
                              "rubric_version": prov["rubric"]["version"], "model_sha256": prov["model_sha256"],
                              "mode": prov["mode"], "column": col},
@@ -458,9 +468,12 @@ def main() -> None:
 
     # interleaved by size so a stopped run still has both curves at the small (or, --largest-first, large) sizes
     for size in (sorted(sizes, reverse=True) if args.largest_first else sizes):
-        curve_of("default", None, [size], "curve")
+        if not args.recipe_first:
+            curve_of("default", None, [size], "curve")
         if size in contrast_sizes:
             curve_of("second", second_options, [size], "contrast_curve")
+        if args.recipe_first:
+            curve_of("default", None, [size], "curve")
         finish(complete=False)
     finish(complete=True)
 

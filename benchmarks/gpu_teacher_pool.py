@@ -114,6 +114,78 @@ def judge(args: argparse.Namespace) -> int:
     return 0 if proc.returncode == 0 else 3
 
 
+def from_cache(data: Path, cache: Path, backend_id: str) -> list[dict]:
+    """The judgments of ``data``'s records (a csem record file) that ``cache`` holds for ``backend_id``
+    (probs mode, :data:`RUBRIC`), as ``{id, score, mass, missing}`` rows in ``data``'s order: what a
+    stopped run left in its cache, read without loading the model (the keys are
+    :func:`csem.judge.cache.judgment_key` of each rendered prompt, as ``csem annotate`` computes them)."""
+    from csem.data.records import read_records
+    from csem.judge.cache import JudgmentCache, judgment_key
+    from csem.rubrics import load_rubrics
+
+    (rubric,) = load_rubrics([RUBRIC])
+    (aspect,) = rubric.aspect_names
+    out = []
+    with JudgmentCache(cache) as store:
+        for rec in read_records(data):
+            row = store.get(judgment_key(backend_id, rubric.render(rec, aspect), "probs",
+                                         {"scores": rubric.scale.values}))
+            if row is not None:
+                out.append({"id": rec["id"], "score": row["score"], "mass": row["mass"], "missing": row["missing"]})
+    return out
+
+
+def cache_timing(cache: Path, backend_id: str, idle: float = 30.0) -> dict:
+    """Judging time read from the cache's ``created`` stamps: ``judgments``, ``span_seconds`` (first to
+    last), ``active_seconds`` (the same without pauses longer than ``idle`` seconds, e.g. between two
+    calls of the device), ``batches`` (stamps closer than 10 ms belong to one batch) and their mean size."""
+    import sqlite3
+
+    with sqlite3.connect(cache) as db:
+        t = [c for (c,) in db.execute("SELECT created FROM judgments WHERE backend = ? ORDER BY created", (backend_id,))]
+    gaps = [b - a for a, b in zip(t, t[1:])]
+    batches = 1 + sum(g >= 0.01 for g in gaps) if t else 0
+    return {"judgments": len(t), "span_seconds": (t[-1] - t[0]) if t else 0.0,
+            "active_seconds": sum(g for g in gaps if g <= idle), "pauses": sum(g > idle for g in gaps),
+            "batches": batches, "mean_batch": len(t) / batches if batches else None,
+            "first": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t[0])) if t else None,
+            "last": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t[-1])) if t else None}
+
+
+def recover(args: argparse.Namespace) -> int:
+    """Keep what a stopped GPU run judged (its cache file, copied back) as the form's judgments, with
+    its timing (:func:`cache_timing`), provenance and agreement with the pool's CPU judgments."""
+    data = tp.export(FORM, extended=True)
+    rows = from_cache(data, args.cache, args.backend_id)
+    if not rows:
+        print(f"{args.cache}: no judgment of {args.backend_id} for the pool", file=sys.stderr)
+        return 1
+    dest_dir = tp.form_dir(FORM)
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    tp.write_jsonl_gz(dest_dir / "judged.jsonl.gz", rows)
+    timing = cache_timing(args.cache, args.backend_id)
+    (dest_dir / "chunks.jsonl").write_text(json.dumps(
+        {"chunk": "all (stopped)", "candidates": len(rows), "missing": sum(r["score"] is None for r in rows),
+         "new_judgments": timing["judgments"], "seconds": timing["active_seconds"], "started": timing["first"],
+         "finished": timing["last"], "device": args.device, "backend_options": json.loads(args.options),
+         **{k: timing[k] for k in ("span_seconds", "pauses", "batches", "mean_batch")}}) + "\n", encoding="utf-8")
+    tp.provenance(f"hf:{Path(args.gguf).name}", RUBRIC, 0, FORM, model_path=Path(args.gguf), cache=Path(args.cache),
+                  backend_options=json.loads(args.options),
+                  command="bash benchmarks/gpu_teacher_pool.sh run (STAGES=judge), stopped at the device's time limit; "
+                          "kept by python benchmarks/gpu_teacher_pool.py recover from its cache",
+                  extra={"device": args.device, "extended": True,
+                         "runtime": "transformers (GGUF dequantised at load, then cast to the dtype) on CUDA"})
+    _, cands = tp.load_pool(FORM, extended=True)
+    agree = agreement(tp.judged(FORM), tp.judged(), cands)
+    agree.update({"form": FORM, "device": args.device, "judged": len(rows), "timing": timing,
+                  "seconds_per_judgment": timing["active_seconds"] / max(1, timing["judgments"])})
+    (dest_dir / "gpu_vs_cpu.json").write_text(json.dumps(agree, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps(agree, indent=1))
+    print(f"kept {len(rows)} judgments of {sum(1 for _ in data.open(encoding='utf-8'))} candidates "
+          f"in {dest_dir / 'judged.jsonl.gz'}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -125,8 +197,14 @@ def main(argv: list[str] | None = None) -> int:
     j.add_argument("--cache", type=Path, default=Path("/tmp/csem-gpu-judge.sqlite"))
     j.add_argument("--limit", type=int, default=None, help="judge the first N candidates only (a smoke test)")
     j.add_argument("--out", default=os.environ.get("OUT") or str(tp.HERE / ".cache" / "gpu"))
+    r = sub.add_parser("recover", help="keep the judgments a stopped run left in its cache file")
+    r.add_argument("--cache", type=Path, required=True)
+    r.add_argument("--backend-id", default="hf:/tmp/payload/judge.gguf/bfloat16")
+    r.add_argument("--gguf", default="/tmp/payload/judge.gguf", help="the same GGUF file here (for its sha256)")
+    r.add_argument("--device", default="NVIDIA H200")
+    r.add_argument("--options", default='{"device": "cuda", "dtype": "bfloat16", "batch_size": 64}')
     args = ap.parse_args(argv)
-    return judge(args)
+    return judge(args) if args.cmd == "judge" else recover(args)
 
 
 if __name__ == "__main__":
