@@ -37,6 +37,14 @@ from csem.llm.providers.score_tokens import digit_mask, log_softmax, score_probs
 DTYPES = ("float32", "bfloat16", "float16")
 
 
+class _Needs(Exception):
+    """Raised inside :func:`score_probs` when a prefix's next-token distribution is not computed yet."""
+
+    def __init__(self, path: tuple[int, ...]):
+        super().__init__(path)
+        self.path = path
+
+
 class HFBackend:
     """A transformers model in this process: generation requests are served one at a time, scoring
     requests in batches of up to ``batch_size``.
@@ -82,6 +90,7 @@ class HFBackend:
         self._digit_mask: np.ndarray | None = None
         self._queue: queue.Queue | None = None
         self._worker: threading.Thread | None = None
+        #: requests scored, forward passes, prompt tokens, tokens computed with the padding
         self.stats = {"requests": 0, "batches": 0, "prompt_tokens": 0, "padded_tokens": 0}
         self._load()
 
@@ -240,27 +249,41 @@ class HFBackend:
         return out.logits[:, -1, :].float().cpu().numpy().astype(np.float64)
 
     def _score_batch(self, items: list[tuple[list[int], tuple[int, ...]]]) -> list[ScoreDistribution]:
-        """Score distributions of ``(prompt ids, scale)`` items: one batched pass for the first token,
-        one more pass per needed multi-token prefix (rare: see :mod:`csem.llm.providers.score_tokens`)."""
-        roots = self._forward_last([ids for ids, _ in items])
+        """Score distributions of ``(prompt ids, scale)`` items. The first pass scores every prompt in one
+        batch; a score written in several tokens (``" 4"`` is ``" "`` + ``"4"`` for Qwen2.5) needs the
+        next-token distribution after ``prompt + prefix``: each further round gathers the one prefix each
+        unfinished item needs next into one more batched pass (two passes per batch for a 1-5 scale
+        whenever a prefix is not pruned; see :mod:`csem.llm.providers.score_tokens`)."""
+        prompts = [list(ids) for ids, _ in items]
+        nodes: list[dict[tuple[int, ...], np.ndarray]] = [{(): log_softmax(row)} for row in self._forward_last(prompts)]
+        tops = [int(np.argmax(node[()])) for node in nodes]
+        evaluated = [len(ids) for ids in prompts]
+        probs: list[dict[int, float] | None] = [None] * len(items)
+        todo = list(range(len(items)))
+        while todo:
+            needs: dict[int, tuple[int, ...]] = {}
+            for i in todo:
+                def logp(path: tuple[int, ...], node=nodes[i]) -> np.ndarray:
+                    if path not in node:
+                        raise _Needs(path)
+                    return node[path]
+                try:
+                    probs[i] = score_probs(self._score_variants(items[i][1]), logp, self._digits)
+                except _Needs as need:
+                    needs[i] = need.path
+            if not needs:
+                break
+            todo = list(needs)
+            rows = self._forward_last([prompts[i] + list(needs[i]) for i in todo])
+            for i, row in zip(todo, rows):
+                nodes[i][needs[i]] = log_softmax(row)
+                evaluated[i] += len(prompts[i]) + len(needs[i])
         out = []
-        for (ids, scores), root_logits in zip(items, roots):
-            node_logp = {(): log_softmax(root_logits)}
-            evaluated = len(ids)
-
-            def logp(path: tuple[int, ...], ids=ids, node_logp=node_logp) -> np.ndarray:
-                nonlocal evaluated
-                if path not in node_logp:
-                    node_logp[path] = log_softmax(self._forward_last([list(ids) + list(path)])[0])
-                    evaluated += len(ids) + len(path)
-                return node_logp[path]
-
-            probs = score_probs(self._score_variants(scores), logp, self._digits)
-            top = self.tokenizer.decode([int(np.argmax(root_logits))])
+        for i, p in enumerate(probs):
             self.stats["requests"] += 1
-            self.stats["prompt_tokens"] += len(ids)
-            out.append(ScoreDistribution(probs=probs, mass=float(sum(probs.values())), prompt_tokens=len(ids),
-                                         evaluated_tokens=evaluated, top=top))
+            self.stats["prompt_tokens"] += len(prompts[i])
+            out.append(ScoreDistribution(probs=p, mass=float(sum(p.values())), prompt_tokens=len(prompts[i]),
+                                         evaluated_tokens=evaluated[i], top=self.tokenizer.decode([tops[i]])))
         return out
 
     def _serve_scores(self) -> None:
