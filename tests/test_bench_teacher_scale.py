@@ -44,3 +44,19 @@ def test_second_recipe_refuses_unknown_names(bench):
         bench.second_recipe("nope")
     name, options = bench.second_recipe("top 2 layers, 3 epochs at lr 1e-4")
     assert options["max_epochs"] == 3 and options["lr"] == 1e-4
+
+
+def test_load_takes_the_extension_labels_from_another_form(bench):
+    """--extended --extension-form hf-bf16: the pool's own training labels stay the CPU judge's, the
+    extension's come from the GPU form, in the pool's order followed by the extension's; test unchanged."""
+    tp = bench.tp
+    test, train, _ = bench.load("judge.relevance")
+    test2, train2, _ = bench.load("judge.relevance", "", True, "hf-bf16")
+    gpu = tp.judged("hf-bf16")
+    assert [r["id"] for r in test2] == [r["id"] for r in test]
+    assert [r["judge.relevance"] for r in test2] == [r["judge.relevance"] for r in test]
+    assert [r["id"] for r in train2[:len(train)]] == [r["id"] for r in train]
+    ext = train2[len(train):]
+    assert ext and all(r["id"].startswith("ext/") for r in ext)
+    assert all(r["judge.relevance"] == gpu[r["id"]]["score"] for r in ext)
+    assert len(ext) == sum(1 for k, v in gpu.items() if k.startswith("ext/") and v["score"] is not None)

@@ -96,3 +96,46 @@ def test_committed_forms_hold_the_test_candidates_first():
     assert prov["form"] == "geval-relevance" and prov["rubric"]["id"] == "geval/summeval-relevance"
     with pytest.raises(SystemExit, match="form name"):
         tp.form_dir("../judged")
+
+
+def test_committed_extension_is_rule_made_training_candidates_only():
+    """The extension (teacher_pool.py extend) holds training sources only (no test article is touched),
+    unique ids, texts that differ from the source's own candidates, and the same bytes when rebuilt."""
+    sources, cands = tp.load_pool()
+    ext = tp.read_jsonl_gz(tp.EXT / "candidates.jsonl.gz")
+    test_articles = {sources[c["source_id"]]["article"] for c in cands if c["split"] == "test"}
+    own = {}
+    for c in cands:
+        own.setdefault(c["source_id"], set()).add(" ".join(c["candidate"].split()).lower())
+    assert len(ext) == len({r["id"] for r in ext}) == 13084
+    for r in ext:
+        assert r["split"] == "train" and sources[r["source_id"]]["article"] not in test_articles
+        assert r["system_id"].split(":")[0] in ("extract", "perturbed")
+        assert " ".join(r["candidate"].split()).lower() not in own[r["source_id"]]
+        assert (r["origin"] is None) == r["system_id"].startswith("extract")
+    _, extended = tp.load_pool(extended=True)
+    assert [c["id"] for c in extended] == [c["id"] for c in cands] + [r["id"] for r in ext]
+
+
+@pytest.mark.slow
+def test_extend_rebuilds_the_committed_extension(tmp_path, monkeypatch):
+    committed = gzip.decompress((tp.EXT / "candidates.jsonl.gz").read_bytes())
+    monkeypatch.setattr(tp, "EXT", tmp_path)
+    tp.extend()
+    assert gzip.decompress((tmp_path / "candidates.jsonl.gz").read_bytes()) == committed
+
+
+def test_committed_gpu_form_is_a_judged_part_of_the_extended_pool():
+    """forms/hf-bf16 (the GPU run): every judged id is in the extended pool, scores on the 1-5 scale,
+    the whole test pool judged, a provenance naming the same model file as the CPU judgments."""
+    import json
+
+    _, extended = tp.load_pool("hf-bf16", extended=True)
+    got = tp.judged("hf-bf16")
+    ids = {c["id"] for c in extended}
+    assert got and set(got) <= ids
+    assert all(r["score"] is None or 1.0 <= r["score"] <= 5.0 for r in got.values())
+    assert all(c["id"] in got for c in extended if c["split"] == "test")
+    prov = json.loads((tp.form_dir("hf-bf16") / "provenance.json").read_text())
+    cpu = json.loads((tp.POOL / "provenance.json").read_text())
+    assert prov["model_sha256"] == cpu["model_sha256"] and prov["backend_options"]["dtype"] == "bfloat16"
