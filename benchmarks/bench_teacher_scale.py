@@ -470,11 +470,13 @@ def main() -> None:
     for size in (sorted(sizes, reverse=True) if args.largest_first else sizes):
         if not args.recipe_first:
             curve_of("default", None, [size], "curve")
+            finish(complete=False)
         if size in contrast_sizes:
             curve_of("second", second_options, [size], "contrast_curve")
+            finish(complete=False)
         if args.recipe_first:
             curve_of("default", None, [size], "curve")
-        finish(complete=False)
+            finish(complete=False)
     finish(complete=True)
 
 
