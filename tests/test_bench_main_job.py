@@ -1,27 +1,15 @@
 """benchmarks/bench_main_job.py's readers of a run folder (pure logic, on files written here in the layout
 `csem run` writes: seeds.json, baselines.json, labelled.jsonl) and its report."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from bench_scripts import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench():
-    import sys
-
-    sys.path.insert(0, str(ROOT / "benchmarks"))  # the script imports benchmarks/harness.py
-    try:
-        spec = importlib.util.spec_from_file_location("bench_main_job_under_test", ROOT / "benchmarks" / "bench_main_job.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    yield from load_benchmark("bench_main_job")
 
 
 def _row(aspect, scorer, level, rho):

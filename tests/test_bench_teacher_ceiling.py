@@ -2,27 +2,15 @@
 ridge whose penalty is chosen by cross-validation grouped by source on the training rows only (synthetic
 arrays written here; no model is loaded)."""
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from bench_scripts import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(ROOT / "benchmarks"))  # the script imports benchmarks/harness.py
-    try:
-        spec = importlib.util.spec_from_file_location("bench_teacher_ceiling_under_test",
-                                                      ROOT / "benchmarks" / "bench_teacher_ceiling.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    yield from load_benchmark("bench_teacher_ceiling")
 
 
 def test_centre_removes_each_sources_mean(bench):

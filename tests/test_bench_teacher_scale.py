@@ -2,26 +2,14 @@
 fields are split from its TrainConfig fields, and runs that train different numbers of layers never share a
 lower-layer cache (train() may only share one between runs that freeze the same layers)."""
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from bench_scripts import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(ROOT / "benchmarks"))  # the script imports benchmarks/harness.py
-    try:
-        spec = importlib.util.spec_from_file_location("bench_teacher_scale_under_test",
-                                                      ROOT / "benchmarks" / "bench_teacher_scale.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    yield from load_benchmark("bench_teacher_scale")
 
 
 def test_recipe_parts_splits_model_fields_and_keys_caches_by_trained_layers(bench):

@@ -3,27 +3,15 @@ prompts alone (the cache keys csem annotate computes), and the agreement figures
 tests/fake_llm.py's fake provider (named as fake: the keys, not the scores, are under test); the real
 GPU run is recorded in benchmarks/data/teacher_pool/forms/hf-bf16/."""
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from bench_scripts import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def gtp():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        spec = importlib.util.spec_from_file_location("gpu_teacher_pool_under_test",
-                                                      ROOT / "benchmarks" / "gpu_teacher_pool.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    yield from load_benchmark("gpu_teacher_pool")
 
 
 def test_from_cache_finds_what_annotate_judged(gtp, tmp_path):
