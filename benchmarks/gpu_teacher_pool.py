@@ -8,8 +8,10 @@ the GPU form agrees with the CPU judgments on the same candidates.
     python benchmarks/gpu_teacher_pool.py judge --gguf FILE [--batch-size 64] [--out DIR]
 
 Writes into ``DIR`` (default ``$OUT`` on the lent GPU machine, else ``benchmarks/.cache/gpu``) and into
-``benchmarks/data/teacher_pool/forms/hf-bf16/``: ``judged.jsonl.gz`` (id, score, mass, missing),
-``chunks.jsonl`` (one row: candidates, judgments made, seconds, dates, device), ``provenance.json``, and
+``benchmarks/data/teacher_pool/forms/hf-bf16/``: ``run-<UTC start>.jsonl.gz`` (id, score, mass, missing;
+candidates the form already holds with a score are skipped, so a later run, on another machine too,
+resumes), ``chunks.jsonl`` (a row per run: candidates, judgments made, seconds, dates, device),
+``provenance.json``, and
 ``gpu_vs_cpu.json`` (Pearson, Spearman, summary-level Spearman on the test pool, largest difference,
 between the GPU form and the pool's llama.cpp judgments). ``benchmarks/gpu_teacher_pool.sh`` is the
 device script around it (payload, wheels, sha256 checks, then this, then the students).
@@ -60,13 +62,18 @@ def judge(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     data = tp.export(FORM, extended=True)
+    # resume across runs and machines: what the form already holds with a score is not judged again
+    done = {k for k, v in tp.judged(FORM).items() if v["score"] is not None}
+    lines = [x for x in data.read_text(encoding="utf-8").splitlines(keepends=True) if json.loads(x)["id"] not in done]
     if args.limit:  # a smoke test: the first N candidates only
-        lines = data.read_text(encoding="utf-8").splitlines(keepends=True)[: args.limit]
-        data.write_text("".join(lines), encoding="utf-8")
-    n = sum(1 for _ in data.open(encoding="utf-8"))
+        lines = lines[: args.limit]
+    data.write_text("".join(lines), encoding="utf-8")
+    n = len(lines)
+    print(f"{len(done)} candidates judged before; {n} to judge", flush=True)
+    if not n:
+        return 0
     dest_dir = tp.form_dir(FORM)
     dest_dir.mkdir(parents=True, exist_ok=True)
-    (dest_dir / "chunks.jsonl").unlink(missing_ok=True)
     result = tp.work_dir(FORM) / "all-extended.judged.jsonl"
     opts = {"device": args.device, "dtype": args.dtype, "batch_size": args.batch_size}
     cmd = [sys.executable, "-m", "csem", "annotate", "--data", str(data), "--out", str(result), "--rubric", RUBRIC,
@@ -76,15 +83,18 @@ def judge(args: argparse.Namespace) -> int:
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     t0 = time.perf_counter()
     print(" ".join(cmd), flush=True)
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    said = []
+    for line in proc.stdout:  # shown as it comes: a run stopped by a time limit still tells how far it got
+        print(line, end="", flush=True)
+        said.append(line)
+    proc.wait()
     seconds = time.perf_counter() - t0
-    tail = (proc.stdout + proc.stderr)[-3000:]
-    print(tail, flush=True)
     if proc.returncode not in (0, 3):
         print(f"csem annotate exited {proc.returncode}", file=sys.stderr)
         return proc.returncode
     # the judgments this call made (the rest were cache hits): "... judgments (17978 judged, 0 cached, ..."
-    made = re.findall(r"(\d+) judged,", " ".join((proc.stdout + proc.stderr).split()))
+    made = re.findall(r"(\d+) judged,", " ".join("".join(said).split()))
     new = int(made[-1]) if made else None
     device = "cpu"
     try:
@@ -93,7 +103,8 @@ def judge(args: argparse.Namespace) -> int:
         device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     except Exception:  # noqa: BLE001 - the name is a label only
         pass
-    tp.keep_judgments(result, dest_dir / "judged.jsonl.gz",
+    run_file = dest_dir / f"run-{started.replace('-', '').replace(':', '')}.jsonl.gz"  # read after judged.jsonl.gz
+    tp.keep_judgments(result, run_file,
                       {"chunk": "all", "new_judgments": new, "seconds": seconds, "started": started,
                        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "device": device,
                        "backend_options": opts, "annotate_exit": proc.returncode})
@@ -109,8 +120,8 @@ def judge(args: argparse.Namespace) -> int:
                   "seconds_per_judgment": seconds / max(1, new or n)})
     (dest_dir / "gpu_vs_cpu.json").write_text(json.dumps(agree, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(agree, indent=1), flush=True)
-    for name in ("judged.jsonl.gz", "chunks.jsonl", "provenance.json", "gpu_vs_cpu.json"):
-        shutil.copy(dest_dir / name, out / name)
+    for path in (run_file, dest_dir / "chunks.jsonl", dest_dir / "provenance.json", dest_dir / "gpu_vs_cpu.json"):
+        shutil.copy(path, out / path.name)
     return 0 if proc.returncode == 0 else 3
 
 
