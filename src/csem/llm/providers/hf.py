@@ -226,8 +226,11 @@ class HFBackend:
         return self._digit_mask
 
     def _forward_last(self, batch: list[list[int]]) -> np.ndarray:
-        """Log-probabilities of the next token after each prompt, shape ``(len(batch), vocab)``, float64:
-        one forward pass over the left-padded batch (positions counted from each prompt's first token)."""
+        """Next-token logits after each prompt, shape ``(len(batch), vocab)``, float64: one forward pass
+        over the left-padded batch (positions counted from each prompt's first token).
+
+        Raises:
+            BackendError: the longest prompt exceeds the model's ``max_position_embeddings``."""
         import torch
 
         length = max(len(ids) for ids in batch)
@@ -309,13 +312,15 @@ class HFBackend:
                 batch.append(item)
             try:
                 results = self._locked(self._score_batch, [(ids, scores) for ids, scores, _, _ in batch])
+                answers = [(fut.set_result, res) for (_, _, _, fut), res in zip(batch, results)]
             except Exception as exc:  # noqa: BLE001 - every waiting request gets the error
                 err = exc if isinstance(exc, BackendError) else BackendError(f"{self.id}: {type(exc).__name__}: {exc}")
-                for _, _, loop, fut in batch:
-                    loop.call_soon_threadsafe(lambda f=fut: f.done() or f.set_exception(err))
-            else:
-                for (_, _, loop, fut), res in zip(batch, results):
-                    loop.call_soon_threadsafe(lambda f=fut, r=res: f.done() or f.set_result(r))
+                answers = [(fut.set_exception, err) for _, _, _, fut in batch]
+            for (_, _, loop, fut), (give, value) in zip(batch, answers):
+                try:
+                    loop.call_soon_threadsafe(lambda f=fut, g=give, v=value: f.done() or g(v))
+                except RuntimeError:  # the caller's event loop is gone: nobody waits for this answer
+                    pass
 
     async def score_distribution(self, messages: Messages, scores: Sequence[int]) -> ScoreDistribution:
         """p(score) for each of ``scores`` as the assistant's first words (see the module docstring);
