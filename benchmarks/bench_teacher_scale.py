@@ -274,10 +274,12 @@ def fit_curve(points: list[tuple[int, float]]) -> dict | None:
 
 def teacher_vs_human(records: list[dict], col: str) -> dict:
     """The teacher's agreement with each dataset's human scores over every judged candidate of the
-    pool (train and test: judging involves no training): summary-level for SummEval, REALSumm,
-    Newsroom (per aspect); dataset-level for QAGS (one summary per article), per subset."""
+    pool that people scored (train and test: judging involves no training; the rule-made extension has
+    no human scores): summary-level for SummEval, REALSumm, Newsroom (per aspect); dataset-level for
+    QAGS (one summary per article), per subset."""
     from csem.meta.correlation import column_correlations
 
+    records = [r for r in records if any(k.startswith("human.") for k in r)]
     out: dict = {}
     by = defaultdict(list)
     for r in records:
@@ -528,6 +530,21 @@ def report(res: dict) -> list[str]:
         "processes and other jobs sharing the 2-core machine; some chunks include pauses while other benchmarks "
         "timed themselves).",
         "",
+    ]
+    m = res["meta"]
+    if m.get("form") or m.get("extended"):
+        rule_made = max((c.get("rule_made") or 0 for c in res.get("curve", []) + res.get("contrast_curve", [])),
+                        default=0)
+        def labels(form: str | None) -> str:
+            return f"form `{form}`" if form else "the pool's own judgments (llama.cpp)"
+
+        lines += [f"Teacher's labels: {labels(m.get('form'))}"
+                  + (f"; training pools continue with the rule-made extension ({rule_made} of its candidates in the "
+                     f"largest pool), labelled by {labels(m.get('extension_form') or m.get('form'))}"
+                     if m.get("extended") else "")
+                  + (f"; students trained with precision {m['precision']}" if m.get("precision") else "")
+                  + (f", encoder {m['encoder']}" if m.get("encoder") not in (None, "minilm") else "") + ".", ""]
+    lines += [
         "## Student vs teacher on the test pool",
         "",
     ]
