@@ -48,3 +48,13 @@ def test_load_takes_the_extension_labels_from_another_form(bench):
     assert ext and all(r["id"].startswith("ext/") for r in ext)
     assert all(r["judge.relevance"] == gpu[r["id"]]["score"] for r in ext)
     assert len(ext) == sum(1 for k, v in gpu.items() if k.startswith("ext/") and v["score"] is not None)
+
+
+def test_teacher_vs_human_counts_only_candidates_people_scored(bench):
+    rows = [{"doc_id": f"s{i // 3}", "system_id": str(i % 3), "dataset": "newsroom", "judge.relevance": float(i % 3),
+             "human.relevance": float(i % 3)} for i in range(6)]
+    rows += [{"id": f"ext/{i}", "doc_id": "s0", "system_id": f"extract:{i}", "dataset": "newsroom",
+              "judge.relevance": 5.0 - i} for i in range(4)]  # rule-made: no human score
+    out = bench.teacher_vs_human(rows, "judge.relevance")
+    assert out["newsroom"]["candidates"] == 6
+    assert out["newsroom"]["aspects"]["relevance"]["spearman"] == 1.0
