@@ -368,6 +368,9 @@ def main() -> None:
     args = ap.parse_args()
     setup(args)
     t_start = time.time()
+    for f in filter(None, (args.form, args.extension_form)):
+        if not tp.judged(f):
+            ap.error(f"form '{f}': no judgments in {tp.form_dir(f)}")
     prov = json.loads(provenance_path(args.form).read_text())
     col = f"judge.{prov['rubric']['aspect']}"
     test, train, prov = load(col, args.form, args.extended, args.extension_form)
