@@ -17,12 +17,20 @@ pool, the same training pool):
   the candidate's frozen MiniLM embedding (384 numbers) plus the five overlap features, and the same with
   COMET's pair features of source and candidate embeddings (source, candidate, product, absolute
   difference; Rei et al. 2020); the ridge penalty is chosen by 3-fold cross-validation grouped by source
-  on the TRAINING pool (summary-level Spearman), never on the test pool.
+  on the TRAINING pool (summary-level Spearman), never on the test pool. ``--encoders minilm,mpnet``
+  adds the same two ridges on the frozen all-mpnet-base-v2 (768 numbers): does a larger encoder's view
+  hold more of the teacher's order? (its cross-validation figure is reported beside the test figure).
+
+``--extended --extension-form hf-bf16`` uses the training pool of ``bench_teacher_scale.py --extended``
+(the pool's judged candidates followed by the rule-made extension, labelled by the GPU run's form); the
+cross-validation then scores only the real candidates of each held-out fold, as the test pool holds only
+real ones.
 
 If these reach well above length, the teacher's order is learnable from such views and the student
 falls short; if they stay near it, more labels will not lift the student either.
 
-Run:  python benchmarks/bench_teacher_ceiling.py [--threads 2]
+Run:  python benchmarks/bench_teacher_ceiling.py [--threads 2] [--encoders minilm,mpnet]
+      [--extended --extension-form hf-bf16 --out results/teacher_ceiling_extended]
 Out:  benchmarks/results/teacher_ceiling.{json,md}
 """
 
@@ -41,15 +49,20 @@ VIEWS = ("novel unigram share", "novel bigram share", "novel trigram share", "tr
          "MiniLM cosine(source, candidate)")
 
 
-def embed(texts: list[str], threads: int):
-    """Mean-pooled, L2-normalised all-MiniLM-L6-v2 embeddings (N, 384), first 256 tokens."""
+#: display names of the frozen encoders (``csem.assets.resolve_encoder`` names)
+ENCODER_NAMES = {"minilm": "MiniLM", "mpnet": "mpnet"}
+
+
+def embed(texts: list[str], threads: int, encoder: str = "minilm"):
+    """Mean-pooled, L2-normalised embeddings (N, D) of the first 256 tokens of each text by a frozen
+    encoder (``minilm``: all-MiniLM-L6-v2, D = 384; ``mpnet``: all-mpnet-base-v2, D = 768)."""
     import torch
     from transformers import AutoModel, AutoTokenizer
 
     from csem.assets import resolve_encoder
 
     torch.set_num_threads(threads)
-    path = resolve_encoder("minilm")
+    path = resolve_encoder(encoder)
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModel.from_pretrained(path, trust_remote_code=False).eval()
     out = []
@@ -87,9 +100,10 @@ def summary_spearman(pred, y, groups: list[str]) -> float:
         ("summary", "spearman")].value
 
 
-def ridge_cv(x_tr, y, groups: list[str], x_te, alphas=(0.1, 1.0, 10.0, 100.0), folds: int = 3):
+def ridge_cv(x_tr, y, groups: list[str], x_te, alphas=(0.1, 1.0, 10.0, 100.0), folds: int = 3, scored=None):
     """Ridge on the per-source centred score, its penalty chosen by ``folds``-fold cross-validation
-    grouped by source on the training rows only; returns ``(test predictions, chosen alpha, cv scores)``."""
+    grouped by source on the training rows only (``scored``: a boolean mask (N,) of the rows a held-out
+    fold is scored on; default all); returns ``(test predictions, chosen alpha, cv scores)``."""
     import numpy as np
     from sklearn.linear_model import Ridge
     from sklearn.model_selection import GroupKFold
@@ -100,6 +114,8 @@ def ridge_cv(x_tr, y, groups: list[str], x_te, alphas=(0.1, 1.0, 10.0, 100.0), f
     for a in alphas:
         vals = []
         for tr, ho in GroupKFold(n_splits=folds).split(xc, yc, g):
+            if scored is not None:
+                ho = ho[np.asarray(scored)[ho]]
             pred = Ridge(alpha=a).fit(xc[tr], yc[tr]).predict(xc[ho])
             vals.append(summary_spearman(pred, yc[ho], list(g[ho])))
         cv[a] = float(np.mean(vals))
@@ -134,17 +150,28 @@ def featurise(records: list[dict], emb_cache: dict, threads: int):
 
 def main() -> None:
     ap = parser(__doc__.split("\n")[0], out="teacher_ceiling", threads=2, seed=None)
+    ap.add_argument("--encoders", default="minilm",
+                    help=f"frozen encoders of the ridge rows, comma-separated ({', '.join(ENCODER_NAMES)})")
+    ap.add_argument("--extended", action="store_true",
+                    help="the training pool of bench_teacher_scale.py --extended (with the rule-made extension)")
+    ap.add_argument("--extension-form", default=None, help="with --extended: the extension's labels (e.g. hf-bf16)")
     args = ap.parse_args()
+    encoders = [e for e in args.encoders.split(",") if e]
+    unknown = [e for e in encoders if e not in ENCODER_NAMES]
+    if unknown:
+        ap.error(f"--encoders: unknown {', '.join(unknown)} (known: {', '.join(ENCODER_NAMES)})")
     setup(args)
     import numpy as np
     from sklearn.ensemble import HistGradientBoostingRegressor
 
     t0 = time.perf_counter()
-    prov = json.loads((RESULTS / "teacher_scale.json").read_text())
+    # the students of the same pools: the teacher-scale results of the same training pool
+    prov = json.loads((RESULTS / f"teacher_scale{'_extended' if args.extended else ''}.json").read_text())
     col = prov["teacher"]["column"]
-    test, train, _ = load(col)
+    test, train, _ = load(col, extended=args.extended, extension_form=args.extension_form)
     largest = max((c["labels"] for c in prov.get("curve", [])), default=len(train))
     train = train[:largest]  # the student's largest pool (nested pools: the first N judged training candidates)
+    real = [not r["id"].startswith("ext/") for r in train]
     log(f"{len(train)} training, {len(test)} test candidates; featurising")
     cache: dict = {}
     x_tr, x_te = featurise(train, cache, args.threads), featurise(test, cache, args.threads)
@@ -159,23 +186,34 @@ def main() -> None:
                                            random_state=0)
         preds[name] = gb.fit(x_tr, target).predict(x_te)
     # the student's view, frozen: candidate (and source) embeddings with the overlap features
-    emb = {}
-    for part, recs, x in (("train", train, x_tr), ("test", test, x_te)):
-        c = np.array([cache[r["candidate"]] for r in recs])
-        s = np.array([cache[r["source"]] for r in recs])
-        emb[part] = {"candidate": np.c_[c, x[:, :5]], "pair": np.c_[s, c, s * c, np.abs(s - c), x[:, :5]]}
     groups = [r["doc_id"] for r in train]
     ridge = {}
-    for key, name in (("candidate", "ridge, frozen MiniLM candidate embedding + overlap features"),
-                      ("pair", "ridge, frozen MiniLM pair features (source, candidate, product, absolute difference) "
-                               "+ overlap features")):
-        preds[name], alpha, cv = ridge_cv(emb["train"][key], y, groups, emb["test"][key])
-        ridge[name] = {"alpha": alpha, "cv_summary_spearman": cv}
-        log(f"{name}: alpha {alpha} (cv {cv})")
+    for enc in encoders:
+        vecs = cache
+        if enc != "minilm":  # featurise embedded every text with MiniLM
+            t_enc = time.perf_counter()
+            texts = sorted({t for r in train + test for t in (r["source"], r["candidate"])})
+            vecs = dict(zip(texts, embed(texts, args.threads, enc)))
+            log(f"{enc}: {len(texts)} texts embedded in {time.perf_counter() - t_enc:.0f} s")
+        emb = {}
+        for part, recs, x in (("train", train, x_tr), ("test", test, x_te)):
+            c = np.array([vecs[r["candidate"]] for r in recs])
+            s = np.array([vecs[r["source"]] for r in recs])
+            emb[part] = {"candidate": np.c_[c, x[:, :5]], "pair": np.c_[s, c, s * c, np.abs(s - c), x[:, :5]]}
+        label = ENCODER_NAMES[enc]
+        for key, name in (("candidate", f"ridge, frozen {label} candidate embedding + overlap features"),
+                          ("pair", f"ridge, frozen {label} pair features (source, candidate, product, absolute "
+                                   "difference) + overlap features")):
+            preds[name], alpha, cv = ridge_cv(emb["train"][key], y, groups, emb["test"][key],
+                                              scored=real if args.extended else None)
+            ridge[name] = {"alpha": alpha, "cv_summary_spearman": cv}
+            log(f"{name}: alpha {alpha} (cv {cv})")
     for k, view in enumerate(VIEWS):
         preds[f"view alone: {view}"] = x_te[:, k]
     res = {"meta": {"date": now(), "machine": machine(), "threads": args.threads, "train": len(train),
-                    "test": len(test), "teacher": prov["teacher"], "views": list(VIEWS)}, "models": {}}
+                    "test": len(test), "teacher": prov["teacher"], "views": list(VIEWS), "encoders": encoders,
+                    "extended": args.extended, "extension_form": args.extension_form,
+                    "rule_made": len(train) - sum(real)}, "models": {}}
     for name, p in preds.items():
         rows = [dict(r, **{"metric.x": float(v)}) for r, v in zip(test, p)]
         res["models"][name] = correlations(rows, "metric.x", col)
@@ -189,6 +227,10 @@ def main() -> None:
     md = ["# What can be learnt of the teacher's order from simple views (issue 23)", "",
           f"Teacher `{prov['teacher']['judge']}` ({prov['teacher']['rubric']}); {len(train)} training labels, "
           f"{len(test)} held-out test candidates (the teacher-scale pools). {res['meta']['date']}, {machine()}.", ""]
+    if args.extended:
+        md += [f"Training pool: the pool's {sum(real)} judged candidates and {len(train) - sum(real)} rule-made ones "
+               f"(labels of form `{args.extension_form or 'the pool'}`); the ridges' cross-validation scores only "
+               "the real candidates of each held-out fold.", ""]
     table = [[n, fmt(v["summary"]["spearman"]), fmt(v["summary"]["kendall"]), fmt(v["dataset"]["spearman"])]
              for n, v in res["models"].items() if not n.startswith("view alone")]
     st = res["student"]
@@ -205,6 +247,12 @@ def main() -> None:
     md += [markdown_table([[n.split(": ", 1)[1], fmt(v["summary"]["spearman"]), fmt(v["dataset"]["spearman"])]
                            for n, v in res["models"].items() if n.startswith("view alone")],
                           ["view", "summary Spearman", "dataset Spearman"]),
+           "", "Ridge penalty chosen by 3-fold cross-validation grouped by source on the training pool "
+           "(summary Spearman at each penalty; never the test pool):", "",
+           markdown_table([[n, r["alpha"], fmt(r["cv_summary_spearman"][r["alpha"]]),
+                            ", ".join(f"{a}: {fmt(v)}" for a, v in r["cv_summary_spearman"].items()),
+                            fmt(res["models"][n]["summary"]["spearman"])] for n, r in ridge.items()],
+                          ["model", "penalty", "CV at the penalty", "CV per penalty", "test"]),
            "", f"Total {res['meta']['seconds'] / 60:.1f} min."]
     write_results(args.out, res, md)
     log(f"wrote {args.out}.json/.md; " + "; ".join(f"{n} {fmt(v['summary']['spearman'])}" for n, v in res["models"].items()

@@ -219,24 +219,38 @@ def recipe_parts(recipe: dict | None, caches: dict) -> tuple[dict, dict | None, 
 
 
 def train_student(train: list[dict], test: list[dict], col: str, seed: int, threads: int, lower_cache: dict,
-                  options: dict | None = None,
-                  model_options: dict | None = None) -> tuple[dict, float, dict | None, int]:
+                  options: dict | None = None, model_options: dict | None = None,
+                  scores_out: list | None = None) -> tuple[dict, float, dict | None, int]:
     """:func:`fit_student`, then its correlations with the teacher on ``test``, the training seconds,
     the same model's correlations with its acceptability gate removed (None without a gate), and the
-    number of contrast pairs it trained on."""
+    number of contrast pairs it trained on. ``scores_out``: the student's scores of ``test`` (with the
+    gate) are appended to it, one list per call (for :func:`ensemble_correlations`)."""
     model, secs = fit_student(train, col, seed, threads, lower_cache, options, model_options)
 
-    def corr() -> dict:
-        return correlations([dict(r, **{"metric.student": v}) for r, v in zip(test, student_scores(model, test))],
-                            "metric.student", col)
+    def corr() -> tuple[dict, list[float]]:
+        scores = student_scores(model, test)
+        rows = [dict(r, **{"metric.student": v}) for r, v in zip(test, scores)]
+        return correlations(rows, "metric.student", col), scores
 
-    with_gate = corr()
+    with_gate, scores = corr()
+    if scores_out is not None:
+        scores_out.append(scores)
     no_gate = None
     if model.module.gate is not None:
         gate, model.module.gate = model.module.gate, None
-        no_gate = corr()
+        no_gate = corr()[0]
         model.module.gate = gate
     return with_gate, secs, no_gate, (model.card.get("contrast") or {}).get("pairs", 0)
+
+
+def ensemble_correlations(scores: list[list[float]], test: list[dict], col: str) -> dict | None:
+    """Correlations with the teacher on ``test`` of the seed ensemble: each candidate scored by the mean of
+    the seeds' students' scores (all on the label scale, 1-5; the usual ensemble of independently trained
+    networks, Lakshminarayanan et al. 2017). None with fewer than two seeds."""
+    if len(scores) < 2:
+        return None
+    mean = [statistics.fmean(v) for v in zip(*scores)]
+    return correlations([dict(r, **{"metric.ensemble": v}) for r, v in zip(test, mean)], "metric.ensemble", col)
 
 
 def summarise(runs: list[dict]) -> dict:
@@ -424,14 +438,15 @@ def main() -> None:
         for size in curve_sizes:
             pool = train[:size]
             use = seeds if args.large_seeds is None or size < args.large_from else seeds[:args.large_seeds]
-            size_runs = []
+            size_runs, seed_scores = [], []
             for seed in use:
                 opts, model_options, cache = recipe_parts(options, lower_caches)
                 if args.encoder:
                     model_options = {**(model_options or {}), "encoder": args.encoder}
                 if args.precision:
                     opts = {**opts, "precision": args.precision}
-                corr, secs, no_gate, _ = train_student(pool, test, col, seed, args.threads, cache, opts, model_options)
+                corr, secs, no_gate, _ = train_student(pool, test, col, seed, args.threads, cache, opts, model_options,
+                                                       scores_out=seed_scores)
                 run = {"recipe": recipe, "labels": size, "seed": seed, "corr": corr, "train_seconds": secs,
                        "corr_no_gate": no_gate}
                 size_runs.append(run)
@@ -447,7 +462,8 @@ def main() -> None:
                           "sd_no_gate": statistics.stdev(ng) if len(ng) == len(size_runs) > 1 else None,
                           **{k: v for k, v in s.items() if not k.startswith("summary_spearman")},
                           "by_dataset": {d: sum(r["dataset"] == d for r in pool) for d in tp.DATASETS},
-                          "rule_made": sum(r["id"].startswith("ext/") for r in pool)})
+                          "rule_made": sum(r["id"].startswith("ext/") for r in pool),
+                          "ensemble": ensemble_correlations(seed_scores, test, col)})
             res["runs"] = runs
 
     def finish(complete: bool) -> None:
@@ -511,6 +527,12 @@ def _no_gate(c: dict) -> str:
     return f"{fmt(c['spearman_no_gate'])}" + (f" ± {fmt(c['sd_no_gate'])}" if c.get("sd_no_gate") is not None else "")
 
 
+def _ensemble(c: dict) -> str:
+    """The summary Spearman of the curve point's seed ensemble (:func:`ensemble_correlations`), or "-"."""
+    e = c.get("ensemble")
+    return fmt(e["summary"]["spearman"]) if e else "-"
+
+
 def report(res: dict) -> list[str]:
     t = res["teacher"]
     j = res["judging"]
@@ -553,7 +575,7 @@ def report(res: dict) -> list[str]:
     ]
     rows = []
     for c in res["curve"]:
-        rows.append([c["labels"], c["seeds"], f"{fmt(c['spearman'])} ± {fmt(c['sd'])}", _no_gate(c),
+        rows.append([c["labels"], c["seeds"], f"{fmt(c['spearman'])} ± {fmt(c['sd'])}", _no_gate(c), _ensemble(c),
                      f"{fmt(c['summary_kendall'])} ± {fmt(c['summary_kendall_sd'])}",
                      f"{fmt(c['dataset_spearman'])} ± {fmt(c['dataset_spearman_sd'])}",
                      f"{fmt(c['dataset_kendall'])} ± {fmt(c['dataset_kendall_sd'])}",
@@ -562,19 +584,19 @@ def report(res: dict) -> list[str]:
                      fmt(res["baselines_by_size"][str(c["labels"])]
                          ["system prior (the system's mean teacher score on the training pool)"])])
     lines.append(markdown_table(rows, ["labels", "seeds", "summary Spearman", "same models, gate removed",
-                                       "summary Kendall", "dataset Spearman", "dataset Kendall",
+                                       "seed ensemble", "summary Kendall", "dataset Spearman", "dataset Kendall",
                                        "overlap LS (summary ρ)", "system prior (summary ρ)"]))
     if res.get("contrast_curve"):
         cfg = res["contrast_recipe"]["train_config"]
         opts = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in cfg.items() if k != "model")
         model = "".join(f"; ModelConfig {k}={v}" for k, v in (cfg.get("model") or {}).items())
         lines += ["", f"Second curve: {res['contrast_recipe']['name']} (`csem train {opts}`{model}).", ""]
-        rows = [[c["labels"], c["seeds"], f"{fmt(c['spearman'])} ± {fmt(c['sd'])}", _no_gate(c),
+        rows = [[c["labels"], c["seeds"], f"{fmt(c['spearman'])} ± {fmt(c['sd'])}", _no_gate(c), _ensemble(c),
                  f"{fmt(c['summary_kendall'])} ± {fmt(c['summary_kendall_sd'])}",
                  f"{fmt(c['dataset_spearman'])} ± {fmt(c['dataset_spearman_sd'])}",
                  f"{fmt(c['dataset_kendall'])} ± {fmt(c['dataset_kendall_sd'])}"] for c in res["contrast_curve"]]
         lines.append(markdown_table(rows, ["labels", "seeds", "summary Spearman", "same models, gate removed",
-                                           "summary Kendall", "dataset Spearman", "dataset Kendall"]))
+                                           "seed ensemble", "summary Kendall", "dataset Spearman", "dataset Kendall"]))
     for label, f in (("Fit", res.get("fit")), ("Fit of the contrast curve", res.get("contrast_fit"))):
         if not f:
             continue

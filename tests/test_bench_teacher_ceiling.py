@@ -44,3 +44,17 @@ def test_ridge_cv_learns_the_within_source_signal_and_ignores_source_offsets(ben
     assert set(cv) == {0.1, 1000.0} and alpha == max(cv, key=cv.get)
     assert alpha == 0.1  # the heavy penalty flattens the signal: worse in the grouped folds
     assert np.all(np.diff(pred) > 0)  # the test rows are ranked by the within-source signal
+
+
+def test_ridge_cv_scores_only_the_masked_rows_of_each_held_out_fold(bench):
+    # real sources follow the feature; rule-made sources (mask False) hold labels unrelated to it
+    rng = np.random.default_rng(1)
+    per, n_real, n_fake = 5, 30, 30
+    groups = [f"s{i}" for i in range(n_real + n_fake) for _ in range(per)]
+    x = rng.normal(size=((n_real + n_fake) * per, 1))
+    y = np.r_[x[:n_real * per, 0], rng.normal(size=n_fake * per)]
+    scored = np.r_[np.ones(n_real * per, bool), np.zeros(n_fake * per, bool)]
+    _, _, cv_all = bench.ridge_cv(x, y, groups, x[:2], alphas=(1.0,))
+    _, _, cv_real = bench.ridge_cv(x, y, groups, x[:2], alphas=(1.0,), scored=scored)
+    assert cv_real[1.0] == pytest.approx(1.0)  # only the real sources are scored, and they are ranked right
+    assert cv_all[1.0] < 0.8  # the unrelated sources pull the unmasked figure down

@@ -58,3 +58,17 @@ def test_teacher_vs_human_counts_only_candidates_people_scored(bench):
     out = bench.teacher_vs_human(rows, "judge.relevance")
     assert out["newsroom"]["candidates"] == 6
     assert out["newsroom"]["aspects"]["relevance"]["spearman"] == 1.0
+
+
+def test_seed_ensemble_averages_the_seeds_scores(bench):
+    # two seeds, each slightly wrong about a different pair within source a and right by a wide margin about
+    # the other: their mean ranks both sources right
+    test = [{"doc_id": d, "judge.relevance": v} for d in "ab" for v in (1.0, 2.0, 3.0, 4.0)]
+    seed_a = [1.0, 2.0, 3.4, 3.0, 1.0, 2.0, 3.0, 4.0]
+    seed_b = [2.0, 1.8, 3.0, 4.0, 1.0, 2.0, 3.0, 4.0]
+    each = [bench.correlations([dict(r, **{"metric.s": v}) for r, v in zip(test, seed)], "metric.s",
+                               "judge.relevance")["summary"]["spearman"] for seed in (seed_a, seed_b)]
+    both = bench.ensemble_correlations([seed_a, seed_b], test, "judge.relevance")
+    assert max(each) < 1.0
+    assert both["summary"]["spearman"] == pytest.approx(1.0) and both["summary"]["n_groups"] == 2
+    assert bench.ensemble_correlations([seed_a], test, "judge.relevance") is None  # one seed is no ensemble
