@@ -160,6 +160,13 @@ def main() -> None:
     unknown = [e for e in encoders if e not in ENCODER_NAMES]
     if unknown:
         ap.error(f"--encoders: unknown {', '.join(unknown)} (known: {', '.join(ENCODER_NAMES)})")
+    from csem.assets import AssetError, resolve_encoder
+
+    for enc in encoders:  # before minutes of featurising: a missing encoder package is a one-line error
+        try:
+            resolve_encoder(enc)
+        except AssetError as e:
+            ap.error(f"--encoders {enc}: {e}")
     setup(args)
     import numpy as np
     from sklearn.ensemble import HistGradientBoostingRegressor
