@@ -54,7 +54,7 @@ def versions() -> dict:
 
 
 #: what the figures are read from; a pipeline without a seeds stage writes no seeds.json
-OUTPUTS = ("state.json", "seeds.json", "labelled.jsonl")
+OUTPUTS = ("state.json", "seeds.json", "meta.json", "labelled.jsonl")
 
 
 def missing_outputs(run_dir: Path) -> list[str]:
@@ -63,8 +63,9 @@ def missing_outputs(run_dir: Path) -> list[str]:
 
 
 def agreement(run_dir: Path) -> dict:
-    """aspect -> {"student": {mean, sd, min, max, per_seed}, baseline name -> value}: summary-level
-    Spearman with the judge on the test articles (``seeds.json``, ``baselines.json``)."""
+    """aspect -> {mean, sd, min, max, per_seed (single students, ``seeds.json``), model (the run's
+    student ``model/``, a seed ensemble where ``train.model.members`` > 1; ``meta.json``), baselines
+    (name -> value, ``baselines.json``)}: summary-level Spearman with the judge on the test articles."""
     seeds = json.loads((run_dir / "seeds.json").read_text())
     out: dict = {}
     for seed, rows in seeds["per_seed"].items():
@@ -75,6 +76,9 @@ def agreement(run_dir: Path) -> dict:
         vals = [v for v in d["per_seed"].values() if v is not None]
         d.update(mean=statistics.fmean(vals), sd=statistics.stdev(vals) if len(vals) > 1 else None,
                  min=min(vals), max=max(vals))
+    for r in json.loads((run_dir / "meta.json").read_text()):  # the run's own student (a seed ensemble or one)
+        if r["level"] == "summary" and r["scorer"] == "student" and r["aspect"] in out:
+            out[r["aspect"]]["model"] = r["spearman"]
     base = run_dir / "baselines.json"
     for r in json.loads(base.read_text()) if base.exists() else []:
         if r["level"] == "summary":
@@ -115,10 +119,10 @@ def report(res: dict) -> str:
     rows = []
     for a, d in res["agreement"].items():
         b = d.get("baselines", {})
-        rows.append([a, f"{fmt(d['mean'])} +- {fmt(d['sd'])} ({fmt(d['min'])}-{fmt(d['max'])})",
+        rows.append([a, fmt(d.get("model")), f"{fmt(d['mean'])} +- {fmt(d['sd'])} ({fmt(d['min'])}-{fmt(d['max'])})",
                      *(fmt(b.get(k)) for k in ("length", "extractiveness", "system prior"))])
-    lines.append(markdown_table(rows, ["aspect", "student, mean +- sd (min-max)", "length", "extractiveness",
-                                       "system prior"]))
+    lines.append(markdown_table(rows, ["aspect", "the run's student (model/)", "one student per seed, mean +- sd "
+                                       "(min-max)", "length", "extractiveness", "system prior"]))
     rng = "; ".join(f"{a} {fmt(v['min'])}-{fmt(v['max'])} (sd {fmt(v['sd'])})" for a, v in res["judge_range"].items())
     lines.append(f"\nThe judge's scores: {rng}.")
     return "\n".join(lines) + "\n"

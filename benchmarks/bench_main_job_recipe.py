@@ -40,6 +40,11 @@ RECIPES: dict[str, dict] = {
     "2 epochs lr 3e-4": {"max_epochs": 2, "lr": 3e-4, "head_lr": 3e-4},
     "lexical features lr 1e-4 3 epochs": {"model": {"feature_set": "lexical"}, "lr": 1e-4, "head_lr": 1e-4,
                                           "max_epochs": 3},
+    # seed ensembles (ModelConfig.members): 5 students, the mean of their scores; seed s trains members
+    # 5s..5s+4, so the ensembles of different seeds share no member
+    "default, ensemble of 5": {"model": {"members": 5}},
+    "lexical features lr 1e-4 3 epochs, ensemble of 5": {"model": {"feature_set": "lexical", "members": 5},
+                                                          "lr": 1e-4, "head_lr": 1e-4, "max_epochs": 3},
     "no-contrast": {"contrast_per_record": 0},
     "contrast x4": {"contrast_per_record": 4},
     "3 epochs": {"max_epochs": 3},
@@ -74,6 +79,7 @@ def train_and_score(pipe, train: list[dict], test: list[dict], labels: list[str]
     ranges = pipe.scales()
     recipe = dict(recipe)
     config = ModelConfig(encoder=t.encoder, mode=t.mode, **{**t.model, **recipe.pop("model", {})})
+    seed = seed * config.members if config.members > 1 else seed  # disjoint members across seeds
     tc = TrainConfig(**{**t.options, **recipe, "seed": seed, "num_threads": threads, "progress": False})
     t0 = time.perf_counter()
     model = fit(train, labels, mode=t.mode, config=config, train_config=tc,

@@ -18,6 +18,9 @@ Stages (``--stages``, default all; each saves as it finishes, ``--resume`` keeps
            say "(default)" (:func:`default_recipe`)
   final    labels only and the contrast recipe on both splits, each over ``--seeds`` seeds
            (mean, sd, min, max), beside the baselines (system prior, extractiveness, overlap features alone)
+  ensemble the default recipe as a seed ensemble (``csem train --members``, default 5 students, the mean
+           of their scores) on both splits, ``--ensembles`` ensembles with disjoint seeds, beside the spread
+           of their members scored alone
   gatecv   which lexical features the acceptability gate reads, by 2-fold cross-validation over the standard
            split's TRAINING documents: the gate of the default recipe's standard-split model refitted on one
            fold, the sanity suite (below) run on the other fold's documents; every lexical feature vs without
@@ -59,7 +62,7 @@ from harness import ASPECTS, RESULTS, aspect_rows, log, machine, markdown_table,
 
 import bench_student_summeval as S
 
-STAGES = ("cv", "final", "gatecv", "sanity", "sanity_seeds", "ties", "speed")
+STAGES = ("cv", "final", "ensemble", "gatecv", "sanity", "sanity_seeds", "ties", "speed")
 OLD = "no contrast pretraining (labels only)"
 #: the name this recipe had before contrast pretraining stopped being the default (rows dropped on --resume)
 STALE = "old default (no contrast pretraining)"
@@ -75,16 +78,18 @@ COLS = [f"judge.{a}" for a in ASPECTS]
 NO_GATE = " - without the acceptability gate (same models)"
 
 
-def fit(train: list[dict], recipe: str | dict, seed: int, threads: int):
+def fit(train: list[dict], recipe: str | dict, seed: int, threads: int, members: int = 1):
     """Train csem train's recipe with the contrast settings of ``recipe`` (a name of :data:`RECIPES`, or
     TrainConfig fields; pairs made from ``train`` itself by csem.model.contrast.auto_pairs, as
-    ``csem train --contrast-per-record`` does)."""
+    ``csem train --contrast-per-record`` does); ``members`` > 1: a seed ensemble (seeds seed..seed+members-1,
+    ``csem train --members``)."""
     from csem.model import ModelConfig, TrainConfig, train as train_model
 
     options = RECIPES[recipe] if isinstance(recipe, str) else recipe
     tc = TrainConfig(seed=seed, num_threads=threads, **{"contrast_per_record": 0, **options})
     t0 = time.perf_counter()
-    model = train_model(train, COLS, "ref-free", config=ModelConfig(name="s"), train_config=tc, label_range=(1, 5),
+    model = train_model(train, COLS, "ref-free", config=ModelConfig(name="s", members=members), train_config=tc,
+                        label_range=(1, 5),
                         judge="gpt-4-0314 (rts, Shen et al. 2023)")
     return model, time.perf_counter() - t0, (model.card.get("contrast") or {}).get("pairs", 0)
 
@@ -103,8 +108,8 @@ class Bench:
     def __init__(self, args):
         self.args = args
         self.path = Path(args.out)
-        self.data = {"meta": {}, "cv": {}, "final": {}, "sanity": {}, "sanity_aspects": {}, "precision_ties": {},
-                     "sanity_seeds": {}}
+        self.data = {"meta": {}, "cv": {}, "final": {}, "ensemble": {}, "sanity": {}, "sanity_aspects": {},
+                     "precision_ties": {}, "sanity_seeds": {}}
         if args.resume and self.path.with_suffix(".json").exists():
             self.data.update(json.loads(self.path.with_suffix(".json").read_text()))
         self.data["meta"].update(run=now(), machine=machine(), threads=args.threads, seeds=args.seeds)
@@ -204,16 +209,23 @@ def chosen(b: Bench) -> str:
     return (b.data.get("cv") or {}).get("chosen") or list(RECIPES)[-1]
 
 
-def stage_final(b: Bench, train, test) -> None:
-    args = b.args
+def splits_of(train: list[dict], test: list[dict], seed: int) -> tuple[dict, dict]:
+    """``({"standard": (train, test), "disjoint": (train rows of 6 systems, test rows of the other 6)},
+    {"train": systems, "test": systems})``: the two splits of ``bench_student_summeval.py``."""
     systems = sorted({r["system_id"] for r in train}, key=lambda s: int(s.lstrip("M")))
-    rng = random.Random(args.seed)
+    rng = random.Random(seed)
     rng.shuffle(systems)
     a_sys, b_sys = sorted(systems[:6]), sorted(systems[6:])
-    splits = {"standard": (train, test),
-              "disjoint": ([r for r in train if r["system_id"] in a_sys], [r for r in test if r["system_id"] in b_sys])}
+    return ({"standard": (train, test),
+             "disjoint": ([r for r in train if r["system_id"] in a_sys], [r for r in test if r["system_id"] in b_sys])},
+            {"train": a_sys, "test": b_sys})
+
+
+def stage_final(b: Bench, train, test) -> None:
+    args = b.args
+    splits, systems = splits_of(train, test, args.seed)
     fin = b.data["final"]
-    fin["disjoint_systems"] = {"train": a_sys, "test": b_sys}
+    fin["disjoint_systems"] = systems
     seeds = [args.seed + 12 + k for k in range(args.seeds)]
     if args.split != "both":
         splits = {args.split: splits[args.split]}
@@ -260,6 +272,42 @@ def stage_final(b: Bench, train, test) -> None:
             rec["per_aspect"] = {a: statistics.fmean(v["row"][a]["spearman"] for v in rec["seeds"].values())
                                  for a in ASPECTS}
             b.save()
+
+
+def stage_ensemble(b: Bench, train, test) -> None:
+    """The default recipe as a seed ensemble (``csem train --members K``) on both splits: ``--ensembles``
+    ensembles of ``--members`` students each, with disjoint seeds (12.., the first ensemble's members are
+    the final stage's seeds), each scored as one model (the mean of its members' scores) and each member
+    alone (the spread of single students beside the spread of ensembles)."""
+    args = b.args
+    splits, _ = splits_of(train, test, args.seed)
+    if args.split != "both":
+        splits = {args.split: splits[args.split]}
+    k, name = args.members, default_recipe()
+    b.touched.add("ensemble")
+    out = b.data.setdefault("ensemble", {})
+    for split, (tr, te) in splits.items():
+        rec = out.setdefault(split, {"recipe": name, "members": k, "groups": {}})
+        if rec.get("members") != k or rec.get("recipe") != name:
+            rec.update(recipe=name, members=k, groups={})
+        for g in range(args.ensembles):
+            first = args.seed + 12 + g * k
+            if str(first) in rec["groups"]:
+                continue
+            model, secs, _ = fit(tr, name, first, args.threads, members=k)
+            row = S.row_of(score(model, [dict(r) for r in te]), "metric.s")
+            members = {str(first + i): S.row_of(score(model.member(i), [dict(r) for r in te]), "metric.s")
+                       for i in range(k)}
+            rec["groups"][str(first)] = {"row": row, "members": members, "train_s": secs}
+            log(f"{split} ensemble {first}-{first + k - 1}: {row['average']['spearman']:.3f}; members "
+                + ", ".join(f"{m['average']['spearman']:.3f}" for m in members.values()) + f" ({secs:.0f} s)")
+            b.save()
+        groups = list(rec["groups"].values())
+        rec["spearman"] = stats([gr["row"]["average"]["spearman"] for gr in groups])
+        rec["kendall"] = stats([gr["row"]["average"]["kendall"] for gr in groups])
+        rec["single"] = stats([m["average"]["spearman"] for gr in groups for m in gr["members"].values()])
+        rec["per_aspect"] = {a: statistics.fmean(gr["row"][a]["spearman"] for gr in groups) for a in ASPECTS}
+        b.save()
 
 
 def slug(name: str) -> str:
@@ -536,6 +584,20 @@ def merge(b: Bench) -> None:
                        for a in [*ASPECTS, "average"]}
                 row["average"]["spearman_sd"] = rec["spearman_no_gate"]["sd"]
                 target[label.replace(mark, "") + NO_GATE] = row
+    for split, key in (("standard", None), ("disjoint", "disjoint")):
+        rec = (b.data.get("ensemble") or {}).get(split)
+        if not rec or "spearman" not in rec:
+            continue
+        target = d["correlations"] if key is None else d["disjoint"].setdefault("correlations", {})
+        for k in [k for k in target if "seed ensemble" in k]:
+            del target[k]
+        groups = list(rec["groups"].values())
+        row = {a: {m: statistics.fmean(g["row"][a][m] for g in groups) for m in ("spearman", "kendall")}
+               for a in [*ASPECTS, "average"]}
+        row["average"]["spearman_sd"] = rec["spearman"]["sd"]
+        target[f"student MiniLM csem train recipe, {rec['recipe']}, seed ensemble of {rec['members']} "
+               f"(csem train --members {rec['members']}), mean of {len(groups)} ensembles"
+               + (", system-disjoint" if key else "")] = row
     d["sanity"] = {case: {a: v["below_all"] for a, v in cells.items()}
                    for case, cells in b.data["sanity"].get(default, {}).items()}
     d["sanity_detail"] = b.data["sanity"]
@@ -579,6 +641,20 @@ def render(d: dict) -> list[str]:
                               fmt(rec["kendall_no_gate"]["mean"])])
         lines += [f"## {split} split: average summary-level correlation with the experts", "",
                   markdown_table(table, ["metric", "Spearman (mean)", "sd", "min", "max", "Kendall"]), ""]
+    ens = {k: v for k, v in (d.get("ensemble") or {}).items() if "spearman" in v}
+    if ens:
+        table = []
+        for split, rec in ens.items():
+            s, one = rec["spearman"], rec["single"]
+            table.append([split, str(rec["members"]), str(s["n"]), f"{fmt(s['mean'])} ± {fmt(s['sd'])}",
+                          f"{fmt(s['min'])}-{fmt(s['max'])}", f"{fmt(one['mean'])} ± {fmt(one['sd'])}",
+                          f"{fmt(one['min'])}-{fmt(one['max'])}", fmt(s["mean"] - one["mean"])])
+        lines += ["## Seed ensembles of the default recipe (`csem train --members`)", "",
+                  f"Recipe: {next(iter(ens.values()))['recipe']}. Each ensemble is one model scoring the mean of its "
+                  "members' scores; its members, scored alone, are single students of the same seeds. Average "
+                  "summary-level Spearman with the experts.", "",
+                  markdown_table(table, ["split", "members", "ensembles", "ensemble, mean ± sd", "min-max",
+                                         "its members alone, mean ± sd", "min-max", "gain"]), ""]
     for name, san in (d.get("sanity") or {}).items():
         lines += [f"## Sanity suite: {name}", "", "Share of test documents where the degenerate candidate scores below "
                   "every real candidate (below the median in brackets).", "",
@@ -636,6 +712,8 @@ def main() -> int:
     ap.add_argument("--final-recipes", default="old,chosen", help="final stage: old and/or chosen")
     ap.add_argument("--assume-chosen", default="", help="index into RECIPES to use as the chosen recipe before the "
                     "cv stage has finished (its final rows are kept only if the cv stage chooses the same)")
+    ap.add_argument("--members", type=int, default=5, help="ensemble stage: students per seed ensemble")
+    ap.add_argument("--ensembles", type=int, default=3, help="ensemble stage: seed ensembles per split (disjoint seeds)")
     ap.add_argument("--models", type=Path, default=S.CACHE / "contrast_models")
     args = ap.parse_args()
     setup(args)
@@ -649,6 +727,8 @@ def main() -> int:
             stage_cv(b, train)
         elif stage == "final":
             stage_final(b, train, test)
+        elif stage == "ensemble":
+            stage_ensemble(b, train, test)
         elif stage == "gatecv":
             stage_gatecv(b, train)
         elif stage == "sanity":

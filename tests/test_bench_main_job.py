@@ -22,6 +22,8 @@ def run_dir(tmp_path):
                        _row("relevance", "student", "summary", 0.5)],
                 "13": [_row("coherence", "student", "summary", 0.5), _row("relevance", "student", "summary", 0.3)]}
     (tmp_path / "seeds.json").write_text(json.dumps({"seeds": [12, 13], "per_seed": per_seed}))
+    (tmp_path / "meta.json").write_text(json.dumps([_row("coherence", "student", "summary", 0.65),
+                                                    _row("coherence", "student", "dataset", 0.2)]))
     (tmp_path / "baselines.json").write_text(json.dumps([
         _row("coherence", "length", "summary", 0.8), _row("coherence", "length", "dataset", 0.2),
         _row("relevance", "system prior", "summary", 0.25)]))
@@ -38,6 +40,7 @@ def test_agreement_reads_summary_level_rows_per_seed_and_baselines(bench, run_di
     assert coh["mean"] == pytest.approx(0.6) and coh["sd"] == pytest.approx(0.1414, abs=1e-4)
     assert (coh["min"], coh["max"]) == (0.5, 0.7)
     assert coh["baselines"] == {"length": 0.8}
+    assert coh["model"] == 0.65 and "model" not in agree["relevance"]  # the run's own student (meta.json)
     assert agree["relevance"]["baselines"] == {"system prior": 0.25}
 
 

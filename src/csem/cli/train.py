@@ -107,6 +107,9 @@ def train(
         None, "--acceptability-gate/--no-acceptability-gate",
         help="after training, fit the acceptability gate (real vs rule-made degenerate texts; a text it rejects "
              "scores below the real candidates); default: on"),
+    members: Optional[int] = typer.Option(None, help="a seed ensemble: train this many students (seeds SEED, "
+                                          "SEED+1, ...) into one folder that scores their mean; k times the "
+                                          "training and scoring time; default 1"),
     epochs: Optional[int] = typer.Option(None, help="maximum epochs (default: TrainConfig's)"),
     batch_size: Optional[int] = typer.Option(None, help="rows per step (default: TrainConfig's)"),
     lr: Optional[float] = typer.Option(None, help="encoder learning rate (default: TrainConfig's)"),
@@ -166,7 +169,7 @@ def train(
         hidden_sizes=[int(h) for h in hidden_sizes.split(",") if h.strip()] if hidden_sizes else None,
         activation=activation, dropout=dropout, max_length=max_length, source_max_length=source_max_length,
         pairwise_weight=pairwise_weight, ref_aggregation=ref_aggregation, overlap_features=overlap_features,
-        feature_set=feature_set, acceptability_gate=acceptability_gate))
+        feature_set=feature_set, acceptability_gate=acceptability_gate, members=members))
     tc = TrainConfig(**given(
         lr=lr, head_lr=head_lr, batch_size=batch_size, max_epochs=epochs, patience=patience,
         frozen_epochs=frozen_epochs, layerwise_decay=layerwise_decay, gradient_clip=gradient_clip,

@@ -2,7 +2,9 @@
 
 Folder layout::
 
-    model.safetensors   encoder + layer mix + heads weights (safetensors, no pickle)
+    model.safetensors   encoder + layer mix + heads weights (safetensors, no pickle); a seed
+                        ensemble (``ModelConfig.members`` > 1) holds each member's under
+                        ``members.<i>.``
     config.json         csem ModelConfig: mode, features, pooling, aspects with their scales,
                         head sizes, loss, and the encoder reference it was trained from
     encoder/            the encoder's transformers config and tokenizer files (no weights)
@@ -39,14 +41,44 @@ class EvaluationModel:
     """A learned evaluation metric (encoder + heads) with its config and metric card.
 
     Attributes:
-        module: the :class:`csem.model.module.EvaluationModule` (a torch module).
-        config: its :class:`ModelConfig`; card: the metric card dict (empty if none).
+        module: the :class:`csem.model.module.EvaluationModule` (a torch module); of a seed ensemble,
+            its first member.
+        members: every member module (``[module]`` for one student); scores are their mean
+            (:func:`csem.model.scoring.score_results`).
+        config: the :class:`ModelConfig` (``members`` = ``len(members)``); card: the metric card
+            dict (empty if none).
     """
 
-    def __init__(self, module: Any, card: Mapping[str, Any] | None = None):
-        self.module = module
-        self.config: ModelConfig = module.config
+    def __init__(self, module: Any, card: Mapping[str, Any] | None = None, members: Sequence[Any] | None = None):
+        self.members = list(members) if members else [module]
+        self.module = self.members[0]
+        self.config: ModelConfig = self.module.config.model_copy(update={"members": len(self.members)})
         self.card = dict(card or {})
+
+    @classmethod
+    def ensemble(cls, models: Sequence["EvaluationModel"], seeds: Sequence[int] | None = None) -> "EvaluationModel":
+        """A seed ensemble of trained students with one config (``ModelConfig.members``): the first
+        one's card, with ``members`` (each member's seed and validation figures) added.
+
+        Raises:
+            ValueError: no models, or students whose configs differ beyond ``members``.
+        """
+        if not models:
+            raise ValueError("an ensemble needs at least one model")
+        first = models[0].config.model_copy(update={"members": 1})
+        for m in models[1:]:
+            if m.config.model_copy(update={"members": 1}) != first:
+                raise ValueError("the members of an ensemble must share one config (encoder, mode, heads, scales)")
+        card = dict(models[0].card)
+        if len(models) > 1:
+            card["members"] = [{"seed": None if seeds is None else int(seeds[i]),
+                                "validation": m.card.get("validation")} for i, m in enumerate(models)]
+        return cls(models[0].module, card, members=[mod for m in models for mod in m.members])
+
+    def member(self, i: int) -> "EvaluationModel":
+        """Member ``i`` of a seed ensemble as a model of its own (its ensemble's card)."""
+        card = {k: v for k, v in self.card.items() if k != "members"}
+        return EvaluationModel(self.members[i], card)
 
     @property
     def aspects(self) -> list[str]:
@@ -78,19 +110,29 @@ class EvaluationModel:
             config = ModelConfig.model_validate(raw)
         except Exception as exc:
             raise ModelFolderError(f"{folder / CONFIG}: not a valid csem model config: {exc}") from exc
-        module = EvaluationModule(config, encoder_path=str(folder / ENCODER_DIR), load_encoder_weights=False)
         try:
             state = load_file(str(folder / WEIGHTS), device="cpu")
         except Exception as exc:
             raise ModelFolderError(f"{folder / WEIGHTS}: cannot read the safetensors file: {exc}") from exc
-        missing, unexpected = module.load_state_dict(state, strict=False)
-        if missing or unexpected:
-            raise ModelFolderError(f"{folder / WEIGHTS}: weights do not fit the config "
-                                   f"(missing {missing[:5]}, unexpected {unexpected[:5]})")
-        module.to(device).eval()
+        if config.members > 1:
+            stray = [k for k in state if not (k.startswith("members.") and k.split(".")[1].isdigit()
+                                              and int(k.split(".")[1]) < config.members)]
+            if stray:
+                raise ModelFolderError(f"{folder / WEIGHTS}: weights outside the {config.members} members of "
+                                       f"the config: {stray[:5]}")
+        modules = []
+        for i in range(config.members):
+            module = EvaluationModule(config, encoder_path=str(folder / ENCODER_DIR), load_encoder_weights=False)
+            prefix = _member_prefix(i, config.members)
+            part = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
+            missing, unexpected = module.load_state_dict(part, strict=False)
+            if missing or unexpected:
+                raise ModelFolderError(f"{folder / WEIGHTS}: weights do not fit the config "
+                                       f"(member {i}: missing {missing[:5]}, unexpected {unexpected[:5]})")
+            modules.append(module.to(device).eval())
         card_path = folder / "metric_card.json"
         card = json.loads(card_path.read_text(encoding="utf-8")) if card_path.exists() else {}
-        return cls(module, card)
+        return cls(modules[0], card, members=modules)
 
     def save(self, folder: str | Path) -> Path:
         """Write the model folder (see the module docstring); returns it."""
@@ -98,7 +140,8 @@ class EvaluationModel:
 
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        state = {k: v.detach().cpu().contiguous() for k, v in self.module.state_dict().items()}
+        state = {_member_prefix(i, len(self.members)) + k: v.detach().cpu().contiguous()
+                 for i, module in enumerate(self.members) for k, v in module.state_dict().items()}
         save_file(state, str(folder / WEIGHTS), metadata={"format": "pt", "csem_config": CONFIG})
         write_json(folder / CONFIG, self.config.model_dump(mode="json"))  # the one JSON writer: atomic, strict
         self.module.encoder.save_files(folder / ENCODER_DIR)
@@ -151,6 +194,11 @@ class EvaluationModel:
         from csem.model.scoring import add_columns
 
         return add_columns(records, self.score_columns(records, name=name, **kwargs))
+
+
+def _member_prefix(i: int, members: int) -> str:
+    """The weight-name prefix of member ``i`` in ``model.safetensors`` (none for one student)."""
+    return f"members.{i}." if members > 1 else ""
 
 
 def score(records: Sequence[Mapping[str, Any]], model: str | Path | EvaluationModel, **kwargs: Any) -> list[ScoreResult]:

@@ -18,6 +18,10 @@ Output aspects (:func:`output_aspects`):
 :func:`default_aspects` are what a consumer scores when it names no aspect: every ensemble aspect
 (in place of its heads) and every head outside an ensemble. ``csem score`` writes every output aspect.
 
+A seed ensemble (``ModelConfig.members`` > 1: several students trained alike with different seeds,
+shipped as one model folder) scores each record with every member and gives the mean of their head
+scores (:func:`member_mean`); everything else (floors, aspects, columns) is as for one student.
+
 Degenerate candidates (:func:`degenerate_reason`: empty, whitespace only, or containing a NUL
 character, the texts csem's file readers reject) are never passed to the encoder. With
 ``degenerate="floor"`` (the default) they get the minimum of each aspect's scale (the label range
@@ -33,6 +37,7 @@ not on the label scale, so its floor (the scale minimum) need not lie below ever
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping, Sequence
 
 from csem.data.columns import metric_column
@@ -159,7 +164,8 @@ def score_results(model: Any, records: Sequence[Mapping[str, Any]], *, aspects: 
     Returns:
         ``ScoreResult(id, scores={aspect: float}, std={aspect: float} | None)``; a head's score is on
         its label scale (not clipped), an ensemble aspect's on [0, 1]; ``std`` (MC dropout) is given
-        for heads only, and 0 for a floored candidate.
+        for heads only, and 0 for a floored candidate. A seed ensemble (``config.members`` > 1)
+        gives the mean of its members' head scores (:func:`member_mean`).
 
     Raises:
         DegenerateTextError: ``degenerate="error"`` and a degenerate candidate.
@@ -185,8 +191,9 @@ def score_results(model: Any, records: Sequence[Mapping[str, Any]], *, aspects: 
     todo = [dict(records[i], id=str(i)) for i in good]  # keyed by position: ids need not be unique
     heads = {}
     if todo:
-        for res in predict(model.module, todo, batch_size=batch_size, mc_dropout=mc_dropout, precision=precision,
-                           share_encodings=share_encodings):
+        runs = [predict(module, todo, batch_size=batch_size, mc_dropout=mc_dropout, precision=precision,
+                        share_encodings=share_encodings) for module in getattr(model, "members", [model.module])]
+        for res in member_mean(runs):
             heads[int(res.id)] = res
     ens = ensembles_of(model.card)
     out: list[ScoreResult] = []
@@ -202,6 +209,32 @@ def score_results(model: Any, records: Sequence[Mapping[str, Any]], *, aspects: 
                 scores[a] = res.scores[a] if a in res.scores else ensemble_value(res.scores, ens[a], scales)
             std = {a: v for a, v in res.std.items() if a in wanted} if res.std is not None else None
         out.append(ScoreResult(id=str(rid) if rid is not None else str(i), scores=scores, std=std))
+    return out
+
+
+def member_mean(runs: Sequence[Sequence[ScoreResult]]) -> list[ScoreResult]:
+    """A seed ensemble's scores: per record, the mean over members of each head's score.
+
+    Args:
+        runs: one list of :class:`ScoreResult` per member, aligned (same records, same order).
+
+    Returns:
+        One :class:`ScoreResult` per record; with MC dropout, ``std`` is the ensemble's predictive
+        deviation, ``sqrt(mean of the members' variances + variance of their means)`` (the law of
+        total variance; deep ensembles, Lakshminarayanan et al. 2017, Sec. 2.4). One run is
+        returned as it is.
+    """
+    if len(runs) == 1:
+        return list(runs[0])
+    out: list[ScoreResult] = []
+    k = len(runs)
+    for row in zip(*runs):
+        scores = {a: sum(r.scores[a] for r in row) / k for a in row[0].scores}
+        std = None
+        if row[0].std is not None:
+            std = {a: math.sqrt(sum(r.std[a] ** 2 for r in row) / k
+                                + sum((r.scores[a] - scores[a]) ** 2 for r in row) / k) for a in row[0].std}
+        out.append(ScoreResult(id=row[0].id, scores=scores, std=std))
     return out
 
 
@@ -260,7 +293,10 @@ def model_fingerprint(model: Any) -> str:
     h = hashlib.sha256()
     h.update(model.config.model_dump_json().encode("utf-8"))
     h.update(json.dumps(ensembles_of(model.card), sort_keys=True).encode("utf-8"))
-    for key, tensor in sorted(model.module.state_dict().items()):
+    members = getattr(model, "members", [model.module])
+    state = {(f"members.{i}." if len(members) > 1 else "") + k: v
+             for i, module in enumerate(members) for k, v in module.state_dict().items()}
+    for key, tensor in sorted(state.items()):
         t = tensor.detach().cpu().contiguous()
         h.update(f"{key}|{t.dtype}|{tuple(t.shape)}".encode("utf-8"))
         h.update(t.view(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")

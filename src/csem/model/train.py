@@ -110,6 +110,11 @@ def train(
             (``train_config.contrast_mix``). Pairs of aspects the labels do not have are skipped.
         contrast_where: the pairs' file, named in errors (a row without a text: ``FILE: row K ...``).
 
+    With ``config.members`` = k > 1 it trains a seed ensemble: k students with seeds
+    ``train_config.seed`` ... ``+ k - 1``, one after the other, each exactly the student that seed
+    alone gives, saved as one folder whose scores are the members' mean
+    (:meth:`EvaluationModel.ensemble`); time and memory grow k-fold.
+
     Returns:
         The trained :class:`EvaluationModel` (best dev epoch when a dev set is given, else the last).
 
@@ -120,6 +125,17 @@ def train(
     from csem.model.card import build_card
     from csem.model.module import EvaluationModule
 
+    if config is not None and config.members > 1:  # a seed ensemble: one student per seed, one folder
+        tc = train_config or TrainConfig()
+        seeds = [tc.seed + i for i in range(config.members)]
+        students = [train(records, label_cols, mode, config=config.model_copy(update={"members": 1}),
+                          train_config=tc.model_copy(update={"seed": seed}), dev_records=dev_records,
+                          label_range=label_range, judge=judge, rubric=rubric, notes=notes, preferences=preferences,
+                          lower_cache=lower_cache, contrast=contrast, contrast_where=contrast_where) for seed in seeds]
+        model = EvaluationModel.ensemble(students, seeds=seeds)
+        if out_dir is not None and is_global_zero():
+            model.save(out_dir)
+        return model
     cols = [c.strip() for c in label_cols.split(",")] if isinstance(label_cols, str) else list(label_cols)
     config = (config or ModelConfig()).model_copy(update={"mode": mode})
     tc = train_config or TrainConfig()

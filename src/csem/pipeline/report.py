@@ -81,10 +81,14 @@ def _seed_lines(run_dir: Path, cfg) -> list[str]:
     if not rows:
         return []
     data = json.loads((run_dir / "seeds.json").read_text())
+    members = int(cfg.train.model.get("members", 1))
+    above = (f"seed {data['train_seed']}'s student" if members == 1 else
+             f"the seed ensemble of seeds {data['train_seed']}-{data['train_seed'] + members - 1}, the mean of "
+             f"{members} students' scores; each of its seeds here is that member alone")
     return [
         "## Spread over training seeds",
         f"- seeds {', '.join(map(str, data['seeds']))}: one student each, same training sources and settings "
-        f"(the tables above are seed {data['train_seed']}'s student)",
+        f"(the tables above are {above})",
         markdown_table(rows, SEED_COLUMNS, missing=""),
         "",
         "sd: sample standard deviation over seeds (n - 1); values: per seed, in the order listed.",

@@ -29,7 +29,11 @@ report        markdown + HTML report with figures            ``report.md``, ``re
 the seeds stage trains one more student per listed seed on the same training sources and settings
 (the train stage's student stands in for its own seed), scores the held-out sources with each and
 writes every seed's agreement table and the mean, sd, min and max over seeds. Changing only the
-seeds re-runs only this stage and the report.
+seeds re-runs only this stage and the report. When the student is a seed ensemble
+(``train.model.members``: k students with seeds ``seed`` ... ``seed + k - 1``, scored as their mean),
+a listed seed among its members is that member scored alone (the very student that seed gives,
+no retraining), and the spread is that of single students beside the ensemble's own agreement
+(``meta.json``); a listed seed outside the members is trained as one student.
 
 With ``compare`` (comparison ranking, CSEM Sec. VI-F) the train stage learns from the judged pairs
 of the training sources with the ranking loss (Eq. 3, :mod:`csem.model.preferences`; no dev set:
@@ -271,16 +275,18 @@ class Pipeline:
         return {str(cols[(r.id, a)]): (float(r.scale.min), float(r.scale.max))
                 for r in rubrics for a in r.aspect_names}
 
-    def _fit(self, recs: list[dict], out_dir: Path, **options) -> tuple[list[dict], list[dict] | None, list[str]]:
+    def _fit(self, recs: list[dict], out_dir: Path, members: int | None = None,
+             **options) -> tuple[list[dict], list[dict] | None, list[str]]:
         """Train a student on the ``train`` records of ``recs`` (``dev`` ones for model selection) into
-        ``out_dir`` with the pipeline's train settings, ``options`` overriding ``train.options``.
+        ``out_dir`` with the pipeline's train settings, ``options`` overriding ``train.options`` and
+        ``members`` (if given) ``train.model.members``.
         Returns (training records, dev records or None, label columns)."""
         from csem.model import ModelConfig, TrainConfig
         from csem.model.fit import fit  # the one path of csem train, csem.train and this stage
 
         t = self.cfg.train
         labels = self.label_cols()
-        config = ModelConfig(encoder=t.encoder, mode=t.mode, **t.model)
+        config = ModelConfig(encoder=t.encoder, mode=t.mode, **{**t.model, **({"members": members} if members else {})})
         train_config = TrainConfig(**{"progress": self.progress, **t.options, **options})
         notes = f"csem pipeline '{self.cfg.name}'"
         if self.cfg.compare is not None:  # the judged pairs of the training sources (Eq. 3), no dev set
@@ -355,18 +361,25 @@ class Pipeline:
         recs, _ = self.labelled()
         labels = self.label_cols()
         own = self.train_seed()
+        test_recs = [r for r in recs if r.get("split") == "test"]
+        members = int(self.cfg.train.model.get("members", 1))
+        ensemble = EvaluationModel.load(self.run_dir / "model") if members > 1 else None
         per_seed: dict[str, list[dict]] = {}
         seconds: dict[str, float] = {}
         for seed in self.cfg.train.seeds:
             t0 = time.perf_counter()
-            if seed == own:  # the train stage's student, already meta-evaluated
+            if seed == own and ensemble is None:  # the train stage's student, already meta-evaluated
                 per_seed[str(seed)] = json.loads((self.run_dir / "meta.json").read_text())
+                continue
+            if ensemble is not None and 0 <= seed - own < members:  # a member of the ensemble, alone
+                test = ensemble.member(seed - own).score_records(test_recs)
+                per_seed[str(seed)] = agreement_table(test, labels, human_cols=self.cfg.human_cols)
                 continue
             console.print(f"  seed {seed} ...")
             with tempfile.TemporaryDirectory(dir=self.run_dir, prefix=f"seed{seed}.") as tmp:
-                self._fit(recs, Path(tmp) / "model", seed=seed)
+                self._fit(recs, Path(tmp) / "model", seed=seed, members=1)
                 model = EvaluationModel.load(Path(tmp) / "model")
-                test = model.score_records([r for r in recs if r.get("split") == "test"])
+                test = model.score_records(test_recs)
             per_seed[str(seed)] = agreement_table(test, labels, human_cols=self.cfg.human_cols)
             seconds[str(seed)] = round(time.perf_counter() - t0, 3)
         spread = seed_spread(per_seed)

@@ -1,0 +1,98 @@
+"""Seed ensembles (``ModelConfig.members``): k students trained alike with seeds seed..seed+k-1,
+saved as one folder, scored as the mean of the members.
+
+Fast tier: the tiny RANDOM 2-layer encoder (plumbing and exactness, not what the encoder knows).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from csem.model import EvaluationModel, ModelConfig, TrainConfig, train
+from csem.model.evaluation_model import ModelFolderError
+from csem.model.inference import ScoreResult
+from csem.model.scoring import member_mean, model_fingerprint
+
+SMALL = dict(max_length=40, hidden_sizes=[32], dropout=0.0)
+TC = dict(max_epochs=1, lr=1e-2, head_lr=1e-2, batch_size=16, train_layers=1, feature_prefit_steps=0)
+
+
+def _scores(model, records):
+    return [r.scores["quality"] for r in model.score(records, precision="fp32")]
+
+
+@pytest.fixture(scope="module")
+def ensemble(tiny_encoder, train_records, tmp_path_factory):
+    out = tmp_path_factory.mktemp("ens") / "student"
+    cfg = ModelConfig(name="e", encoder=str(tiny_encoder), members=3, **SMALL)
+    model = train(train_records, "judge.quality", "ref-free", out_dir=out, config=cfg,
+                  train_config=TrainConfig(seed=5, **TC), label_range=(1, 5))
+    return model, out
+
+
+def test_members_are_the_single_seed_students_and_the_score_is_their_mean(ensemble, tiny_encoder, train_records,
+                                                                          test_records):
+    model, _ = ensemble
+    assert model.config.members == 3 and len(model.members) == 3
+    assert [m["seed"] for m in model.card["members"]] == [5, 6, 7]
+    cfg = ModelConfig(name="e", encoder=str(tiny_encoder), **SMALL)
+    singles = [train(train_records, "judge.quality", "ref-free", config=cfg,
+                     train_config=TrainConfig(seed=s, **TC), label_range=(1, 5)) for s in (5, 6, 7)]
+    single_scores = [_scores(s, test_records) for s in singles]
+    for i, own in enumerate(single_scores):  # member i is exactly the student seed 5 + i gives alone
+        assert _scores(model.member(i), test_records) == pytest.approx(own, abs=1e-6)
+    assert len({round(v[0], 6) for v in single_scores}) == 3  # the seeds differ, so the mean is not a copy
+    mean = [sum(col) / 3 for col in zip(*single_scores)]
+    assert _scores(model, test_records) == pytest.approx(mean, abs=1e-5)
+
+
+def test_ensemble_folder_round_trip_and_fingerprint(ensemble, test_records):
+    model, out = ensemble
+    loaded = EvaluationModel.load(out)
+    assert loaded.config.members == 3 and len(loaded.members) == 3
+    assert json.loads((out / "config.json").read_text())["members"] == 3
+    assert _scores(loaded, test_records) == pytest.approx(_scores(model, test_records), abs=1e-6)
+    assert model_fingerprint(loaded) == model_fingerprint(model)
+    assert model_fingerprint(loaded) != model_fingerprint(loaded.member(0))
+    # an empty candidate still gets the scale's minimum, whatever the members say
+    [floor] = loaded.score([{"source": test_records[0]["source"], "candidate": "  "}])
+    assert floor.scores["quality"] == 1.0
+
+
+def test_ensemble_folder_with_a_missing_or_stray_member_is_refused(ensemble, tmp_path):
+    import shutil
+
+    _, out = ensemble
+    bad = tmp_path / "bad"
+    shutil.copytree(out, bad)
+    state = load_file(str(bad / "model.safetensors"))
+    save_file({k: v for k, v in state.items() if not k.startswith("members.2.")}, str(bad / "model.safetensors"))
+    with pytest.raises(ModelFolderError, match="member 2: missing"):
+        EvaluationModel.load(bad)
+    state["members.3.extra"] = torch.zeros(1)
+    save_file(state, str(bad / "model.safetensors"))
+    with pytest.raises(ModelFolderError, match="outside the 3 members"):
+        EvaluationModel.load(bad)
+
+
+def test_member_mean_total_variance():
+    runs = [[ScoreResult(id="a", scores={"q": 2.0}, std={"q": 0.3})],
+            [ScoreResult(id="a", scores={"q": 4.0}, std={"q": 0.4})]]
+    [res] = member_mean(runs)
+    assert res.scores["q"] == 3.0
+    assert res.std["q"] == pytest.approx(math.sqrt((0.09 + 0.16) / 2 + 1.0))
+    assert member_mean(runs[:1]) == runs[0]
+
+
+def test_members_must_share_a_config(ensemble, tiny_encoder, train_records):
+    model, _ = ensemble
+    other = train(train_records, "judge.quality", "ref-free",
+                  config=ModelConfig(name="e", encoder=str(tiny_encoder), max_length=40, hidden_sizes=[16]),
+                  train_config=TrainConfig(seed=1, **TC), label_range=(1, 5))
+    with pytest.raises(ValueError, match="share one config"):
+        EvaluationModel.ensemble([model.member(0), other])
