@@ -1,0 +1,34 @@
+"""benchmarks/bench_student_contrast.py's pure parts: the two SummEval splits and the seed-ensemble table
+(pure logic on rows written here; the stages themselves train real students and run as the benchmark)."""
+
+import pytest
+from bench_scripts import load_benchmark
+
+
+@pytest.fixture(scope="module")
+def bench():
+    yield from load_benchmark("bench_student_contrast")
+
+
+def test_splits_keep_the_system_disjoint_halves_apart(bench):
+    train = [{"doc_id": "d0", "system_id": f"M{i}"} for i in range(12)]
+    test = [{"doc_id": "d9", "system_id": f"M{i}"} for i in range(12)]
+    splits, systems = bench.splits_of(train, test, 0)
+    assert splits["standard"] == (train, test)
+    tr, te = splits["disjoint"]
+    assert len(systems["train"]) == len(systems["test"]) == 6
+    assert {r["system_id"] for r in tr} == set(systems["train"])
+    assert {r["system_id"] for r in te} == set(systems["test"])
+    assert not set(systems["train"]) & set(systems["test"])
+    assert bench.splits_of(train, test, 0)[1] == systems  # seeded
+
+
+def test_ensemble_table_puts_the_members_spread_beside_the_ensembles(bench):
+    ens = {"disjoint": {"recipe": "labels only", "members": 5,
+                        "spearman": {"mean": 0.30, "sd": 0.01, "min": 0.29, "max": 0.31, "n": 3},
+                        "single": {"mean": 0.28, "sd": 0.03, "min": 0.24, "max": 0.32, "n": 15}}}
+    lines = bench.render({"meta": {}, "ensemble": ens})
+    text = "\n".join(lines)
+    assert "## Seed ensembles of the default recipe" in text
+    row = next(line for line in text.splitlines() if line.startswith("| disjoint"))
+    assert row == "| disjoint | 5 | 3 | 0.300 ± 0.010 | 0.290-0.310 | 0.280 ± 0.030 | 0.240-0.320 | 0.020 |"
