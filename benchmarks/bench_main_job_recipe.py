@@ -33,7 +33,9 @@ from harness import fmt, log, machine, markdown_table, now, parser, setup, write
 #: candidate recipes: TrainConfig fields over the pipeline's train.options (csem train's defaults); a
 #: ``model`` entry holds ModelConfig fields over the pipeline's train.model
 RECIPES: dict[str, dict] = {
-    "default": {},
+    "pipeline settings": {},  # the pipeline file's train section as it stands
+    # csem train's defaults (ModelConfig / TrainConfig), whatever the pipeline file sets
+    "csem train default": {"model": {"feature_set": "overlap"}, "lr": 1e-3, "head_lr": 1e-3, "max_epochs": 1},
     "frozen encoder 3 epochs": {"frozen_epochs": 3, "max_epochs": 3},
     "frozen encoder 6 epochs": {"frozen_epochs": 6, "max_epochs": 6},
     "pairwise weight 3": {"model": {"pairwise_weight": 3.0}},
@@ -42,8 +44,9 @@ RECIPES: dict[str, dict] = {
                                           "max_epochs": 3},
     # seed ensembles (ModelConfig.members): 5 students, the mean of their scores; seed s trains members
     # 5s..5s+4, so the ensembles of different seeds share no member
-    "default, ensemble of 5": {"model": {"members": 5}},
-    "lexical features lr 1e-4 3 epochs, ensemble of 5": {"model": {"feature_set": "lexical", "members": 5},
+    "csem train default x5 seed ensemble": {"model": {"feature_set": "overlap", "members": 5}, "lr": 1e-3,
+                                            "head_lr": 1e-3, "max_epochs": 1},
+    "lexical features lr 1e-4 3 epochs x5 seed ensemble": {"model": {"feature_set": "lexical", "members": 5},
                                                           "lr": 1e-4, "head_lr": 1e-4, "max_epochs": 3},
     "no-contrast": {"contrast_per_record": 0},
     "contrast x4": {"contrast_per_record": 4},
@@ -146,7 +149,7 @@ def main() -> None:
     ap.add_argument("--folds", type=int, default=3)
     ap.add_argument("--test", default="", help="seeds for the held-out test articles (chosen recipes only)")
     ap.add_argument("--test-recipes", default="", help="recipes to score on the test articles "
-                    "(default: the CV winner and 'default')")
+                    "(default: the CV winner and 'csem train default')")
     args = ap.parse_args()
     setup(args)
     from csem.pipeline.runner import Pipeline
@@ -200,7 +203,7 @@ def main() -> None:
            "chosen": chosen}
     test_seeds = [int(s) for s in args.test.split(",") if s]
     if test_seeds:
-        which = [n for n in args.test_recipes.split(",") if n] or sorted({chosen, "default"})
+        which = [n for n in args.test_recipes.split(",") if n] or sorted({chosen, "csem train default"})
         res["test"] = {}
         for name in which:
             per: dict = {l: [] for l in labels}

@@ -96,3 +96,27 @@ def test_members_must_share_a_config(ensemble, tiny_encoder, train_records):
                   train_config=TrainConfig(seed=1, **TC), label_range=(1, 5))
     with pytest.raises(ValueError, match="share one config"):
         EvaluationModel.ensemble([model.member(0), other])
+
+
+def test_csem_train_members_then_csem_score(tiny_encoder, train_records, test_records, tmp_path):
+    from typer.testing import CliRunner
+
+    from csem.cli import _load_commands, app
+    from csem.data.records import read_records, write_records
+
+    _load_commands()
+    data = write_records(train_records, tmp_path / "labelled.jsonl")
+    res = CliRunner().invoke(app, ["train", "--data", str(data), "--label-col", "judge.quality", "--epochs", "1",
+                                   "--hidden-sizes", "16", "--max-length", "32", "--threads", "1", "--encoder",
+                                   str(tiny_encoder), "--label-range", "1,5", "--members", "2", "--seed", "3",
+                                   "--out", str(tmp_path / "m")])
+    assert res.exit_code == 0, res.output
+    card = json.loads((tmp_path / "m" / "metric_card.json").read_text())
+    assert [m["seed"] for m in card["members"]] == [3, 4]
+    write_records(test_records, tmp_path / "test.jsonl")
+    res = CliRunner().invoke(app, ["score", "--model", str(tmp_path / "m"), "--data", str(tmp_path / "test.jsonl"),
+                                   "--out", str(tmp_path / "scored.jsonl"), "--precision", "fp32"])
+    assert res.exit_code == 0, res.output
+    scored = read_records(tmp_path / "scored.jsonl", required=())
+    model = EvaluationModel.load(tmp_path / "m")
+    assert [r["metric.csem.quality"] for r in scored] == pytest.approx(_scores(model, test_records), abs=1e-6)
