@@ -74,7 +74,8 @@ def summary_spearman(records: list[dict], metric: str, target: str) -> float | N
 def train_and_score(pipe, train: list[dict], test: list[dict], labels: list[str], recipe: dict, seed: int,
                     threads: int) -> tuple[dict[str, float | None], float]:
     """A student with the pipeline's train settings and ``recipe`` on ``train``; its summary-level
-    Spearman with the judge on ``test`` per label column, and the training seconds."""
+    Spearman with the judge on ``test`` per label column (a seed ensemble also: ``"members"``, label ->
+    the mean over its members scored alone), and the training seconds."""
     from csem.model import ModelConfig, TrainConfig
     from csem.model.fit import fit
 
@@ -88,13 +89,21 @@ def train_and_score(pipe, train: list[dict], test: list[dict], labels: list[str]
     model = fit(train, labels, mode=t.mode, config=config, train_config=tc,
                 label_range={c: ranges[c] for c in labels if c in ranges} or None)
     secs = time.perf_counter() - t0
-    cols = model.score_columns(test, name="student")
-    out = {}
-    for label in labels:
-        aspect = label.rsplit(".", 1)[-1]
-        (mcol,) = [c for c in cols if c.endswith("." + aspect)]
-        rows = [dict(r, **{mcol: v}) for r, v in zip(test, cols[mcol])]
-        out[label] = summary_spearman(rows, mcol, label)
+
+    def correlations(m) -> dict[str, float | None]:
+        cols = m.score_columns(test, name="student")
+        res = {}
+        for label in labels:
+            aspect = label.rsplit(".", 1)[-1]
+            (mcol,) = [c for c in cols if c.endswith("." + aspect)]
+            rows = [dict(r, **{mcol: v}) for r, v in zip(test, cols[mcol])]
+            res[label] = summary_spearman(rows, mcol, label)
+        return res
+
+    out: dict = correlations(model)
+    if config.members > 1:  # each member alone: the ensemble's gain over its own members (paired)
+        alone = [correlations(model.member(i)) for i in range(config.members)]
+        out["members"] = {l: mean_sd([a[l] for a in alone])[0] for l in labels}
     return out, secs
 
 
@@ -178,9 +187,11 @@ def main() -> None:
                 base_cv[name][l].append(b[name][l])
     for name in names:
         per_seed: dict = {l: [] for l in labels}
+        alone_seed: dict = {l: [] for l in labels}
         secs = []
         for seed in seeds:
             per_fold: dict = {l: [] for l in labels}
+            alone_fold: dict = {l: [] for l in labels}
             for fold in folds:
                 held = set(fold)
                 corr, s = train_and_score(pipe, [r for r in train if r["doc_id"] not in held],
@@ -189,12 +200,18 @@ def main() -> None:
                 secs.append(s)
                 for l in labels:
                     per_fold[l].append(corr[l])
+                    if "members" in corr:
+                        alone_fold[l].append(corr["members"][l])
             for l in labels:
                 per_seed[l].append(mean_sd(per_fold[l])[0])
+                if alone_fold[l]:
+                    alone_seed[l].append(mean_sd(alone_fold[l])[0])
             log(f"cv {name} seed {seed}: " + ", ".join(f"{l} {fmt(per_seed[l][-1])}" for l in labels))
         cv[name] = {"train_config": RECIPES[name], "per_seed": per_seed, "train_seconds": statistics.fmean(secs),
                     **{l: dict(zip(("mean", "sd"), mean_sd(per_seed[l]))) for l in labels}}
         cv[name]["average"] = statistics.fmean(cv[name][l]["mean"] for l in labels)
+        if any(alone_seed.values()):
+            cv[name]["members_alone"] = {l: dict(zip(("mean", "sd"), mean_sd(alone_seed[l]))) for l in labels}
     chosen = max(cv, key=lambda n: cv[n]["average"])
     res = {"meta": {"date": now(), "machine": machine(), "threads": args.threads, "run_dir": str(args.run_dir),
                     "train_rows": len(train), "test_rows": len(test), "folds": [sorted(f) for f in folds],
@@ -207,12 +224,17 @@ def main() -> None:
         res["test"] = {}
         for name in which:
             per: dict = {l: [] for l in labels}
+            alone: dict = {l: [] for l in labels}
             for seed in test_seeds:
                 corr, _ = train_and_score(pipe, train, test, labels, RECIPES[name], seed, args.threads)
                 for l in labels:
                     per[l].append(corr[l])
+                    if "members" in corr:
+                        alone[l].append(corr["members"][l])
                 log(f"test {name} seed {seed}: " + ", ".join(f"{l} {fmt(corr[l])}" for l in labels))
             res["test"][name] = {"per_seed": per, **{l: dict(zip(("mean", "sd"), mean_sd(per[l]))) for l in labels}}
+            if any(alone.values()):
+                res["test"][name]["members_alone"] = {l: dict(zip(("mean", "sd"), mean_sd(alone[l]))) for l in labels}
         res["test_baselines"] = baselines(train, test, labels)
     res["meta"]["seconds"] = time.perf_counter() - t_all
 
@@ -223,12 +245,19 @@ def main() -> None:
           f"{res['meta']['date']}, {machine()}, {args.threads} torch thread(s).", ""]
     rows = [[n, *[f"{fmt(cv[n][l]['mean'])} ± {fmt(cv[n][l]['sd'])}" for l in labels], fmt(cv[n]["average"]),
              f"{cv[n]['train_seconds']:.0f}"] for n in names]
+    rows += [[f"{n}: its members alone", *[f"{fmt(cv[n]['members_alone'][l]['mean'])} ± "
+                                          f"{fmt(cv[n]['members_alone'][l]['sd'])}" for l in labels],
+              fmt(statistics.fmean(cv[n]["members_alone"][l]["mean"] for l in labels)), ""]
+             for n in names if "members_alone" in cv[n]]
     rows += [[f"baseline: {n}", *[fmt(res["cv_baselines"][n][l]) for l in labels],
               fmt(statistics.fmean(res["cv_baselines"][n][l] for l in labels)), ""] for n in base_cv]
     md += [markdown_table(rows, ["recipe", *labels, "average", "s/student"]), "", f"Chosen by CV: **{chosen}**."]
     if test_seeds:
         md += ["", f"## Held-out test articles ({len(test)} candidates), seeds {test_seeds}", ""]
         trows = [[n, *[f"{fmt(d[l]['mean'])} ± {fmt(d[l]['sd'])}" for l in labels]] for n, d in res["test"].items()]
+        trows += [[f"{n}: its members alone", *[f"{fmt(d['members_alone'][l]['mean'])} ± "
+                                                f"{fmt(d['members_alone'][l]['sd'])}" for l in labels]]
+                  for n, d in res["test"].items() if "members_alone" in d]
         trows += [[f"baseline: {n}", *[fmt(d[l]) for l in labels]] for n, d in res["test_baselines"].items()]
         md += [markdown_table(trows, ["recipe", *labels])]
     md += ["", f"Total {res['meta']['seconds'] / 60:.1f} min."]

@@ -112,7 +112,12 @@ class Bench:
                      "precision_ties": {}, "sanity_seeds": {}}
         if args.resume and self.path.with_suffix(".json").exists():
             self.data.update(json.loads(self.path.with_suffix(".json").read_text()))
-        self.data["meta"].update(run=now(), machine=machine(), threads=args.threads, seeds=args.seeds)
+        if "run" in self.data["meta"]:  # an earlier run's stages keep their date; this run's go to stage_runs
+            self.data["meta"].setdefault("stage_runs", {})
+            self.stamp = {"run": now(), "machine": machine(), "threads": args.threads}
+        else:
+            self.data["meta"].update(run=now(), machine=machine(), threads=args.threads, seeds=args.seeds)
+            self.stamp = None
         self.owned: set[str] = set()  # final-stage recipes this process trains
         self.splits: set[str] = set()  # final-stage splits this process runs
         self.touched: set[str] = set()  # top-level keys this process writes (the others are re-read)
@@ -614,7 +619,9 @@ def render(d: dict) -> list[str]:
     from harness import fmt
 
     lines = ["# Contrast pretraining and the sanity suite (SummEval, GPT-4 teacher)", "",
-             f"Run {d['meta'].get('run')} on {d['meta'].get('machine')}; {d['meta'].get('seeds')} seeds per final row.", ""]
+             f"Run {d['meta'].get('run')} on {d['meta'].get('machine')}; {d['meta'].get('seeds')} seeds per final row."
+             + "".join(f" Stage {st} re-run {v['run']} ({v['threads']} torch thread(s), {v['machine']})."
+                       for st, v in (d["meta"].get("stage_runs") or {}).items()), ""]
     cv = d.get("cv") or {}
     if cv.get("recipes"):
         lines += ["## Recipe choice: systems held out, training documents only (3 folds, one seed)", "",
@@ -723,6 +730,8 @@ def main() -> int:
     b = Bench(args)
     for stage in [s.strip() for s in args.stages.split(",") if s.strip()]:
         log(f"stage {stage}")
+        if b.stamp is not None:
+            b.data["meta"]["stage_runs"][stage] = b.stamp
         if stage == "cv":
             stage_cv(b, train)
         elif stage == "final":
