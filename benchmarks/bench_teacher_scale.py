@@ -28,7 +28,7 @@ import json
 import math
 import statistics
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from harness import fmt, log, machine, markdown_table, now, parser, setup, write_results
@@ -60,12 +60,18 @@ def load(col: str, form: str = "", extended: bool = False,
     ``form``: the teacher is that form's judgments (test and training alike); ``extended``: the pool's
     rule-made training candidates (``teacher_pool.py extend``) follow its own in the training order, with
     the labels of ``extension_form`` when given (e.g. the GPU run's ``hf-bf16``: the same judge computed
-    by another runtime), else of ``form``."""
+    by another runtime), else of ``form``; where both judged an extension candidate, ``extension_form``'s label
+    is used. With both, the training order puts ``extension_form``'s extension candidates before the ones only
+    ``form`` judged (the pool's own judge takes those the GPU run left: ``teacher_pool.py chunk --extension``),
+    so the earlier, smaller pools stay the same nested sets as the judging grows."""
     sources, cands = tp.load_pool(extended=extended)
     got = tp.judged(form)
+    ext: dict = {}
     if extended and extension_form is not None and extension_form != form:
-        ext = tp.judged(extension_form)
-        got.update({k: v for k, v in ext.items() if k.startswith("ext/")})
+        ext = {k: v for k, v in tp.judged(extension_form).items() if k.startswith("ext/")}
+        got.update(ext)
+        first = [c for c in cands if not c["id"].startswith("ext/") or c["id"] in ext]
+        cands = first + [c for c in cands if c["id"].startswith("ext/") and c["id"] not in ext]
     prov = json.loads(provenance_path(form).read_text())
     test, train, missing = [], [], 0
     for c in cands:
@@ -77,6 +83,8 @@ def load(col: str, form: str = "", extended: bool = False,
             continue
         rec = {"id": c["id"], "doc_id": c["source_id"], "system_id": c["system_id"], "dataset": c["dataset"],
                "source": sources[c["source_id"]]["text"], "candidate": c["candidate"], col: float(j["score"])}
+        if c["id"].startswith("ext/"):
+            rec["label_form"] = extension_form if c["id"] in ext else form
         rec.update({f"human.{k}": v for k, v in c["human"].items()})
         (test if c["split"] == "test" else train).append(rec)
     log(f"pool: {len(cands)} candidates, {len(got)} judged ({missing} without a score), "
@@ -463,6 +471,8 @@ def main() -> None:
                           **{k: v for k, v in s.items() if not k.startswith("summary_spearman")},
                           "by_dataset": {d: sum(r["dataset"] == d for r in pool) for d in tp.DATASETS},
                           "rule_made": sum(r["id"].startswith("ext/") for r in pool),
+                          "rule_made_by_form": dict(Counter(r["label_form"] or "pool" for r in pool
+                                                            if "label_form" in r)),
                           "ensemble": ensemble_correlations(seed_scores, test, col)})
             res["runs"] = runs
 
@@ -558,14 +568,18 @@ def report(res: dict) -> list[str]:
     ]
     m = res["meta"]
     if m.get("form") or m.get("extended"):
-        rule_made = max((c.get("rule_made") or 0 for c in res.get("curve", []) + res.get("contrast_curve", [])),
-                        default=0)
+        largest = max(res.get("curve", []) + res.get("contrast_curve", []), key=lambda c: c.get("rule_made") or 0,
+                      default={})
+        rule_made = largest.get("rule_made") or 0
+        by_form = largest.get("rule_made_by_form") or {}
         def labels(form: str | None) -> str:
             return f"form `{form}`" if form else "the pool's own judgments (llama.cpp)"
 
         lines += [f"Teacher's labels: {labels(m.get('form'))}"
                   + (f"; training pools continue with the rule-made extension ({rule_made} of its candidates in the "
-                     f"largest pool), labelled by {labels(m.get('extension_form') or m.get('form'))}"
+                     f"largest pool), labelled by "
+                     + (", ".join(f"{labels(None if f == 'pool' else f)} ({n})" for f, n in by_form.items())
+                        if len(by_form) > 1 else labels(m.get('extension_form') or m.get('form')))
                      if m.get("extended") else "")
                   + (f"; students trained with precision {m['precision']}" if m.get("precision") else "")
                   + (f", encoder {m['encoder']}" if m.get("encoder") not in (None, "minilm") else "") + ".", ""]

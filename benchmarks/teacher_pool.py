@@ -11,6 +11,7 @@ Sub-commands (run from the checkout root or anywhere; paths are relative to this
     python benchmarks/teacher_pool.py provenance       # write provenance.json
     python benchmarks/teacher_pool.py extend           # rule-made training candidates (extension/)
     python benchmarks/teacher_pool.py export --form F --extended   # one csem record file of a whole form
+    python benchmarks/teacher_pool.py chunk K --extension  # chunk K of the extension left by the GPU run
 
 ``benchmarks/teacher_pool_judge.sh`` loops over the chunks with ``csem annotate`` (probs mode, the
 SQLite cache at ``benchmarks/data/teacher_pool/cache.sqlite``, git-ignored), so an interrupted run
@@ -38,7 +39,9 @@ Layout of ``benchmarks/data/teacher_pool/``:
   variants of the existing training candidates (:mod:`csem.data.contrasts`: relevance, consistency and
   coherence perturbations), in the same row layout (``dataset`` = the source's dataset, ``system_id`` =
   ``extract:<kind>`` or ``perturbed:<perturbation>``, ``origin`` = the perturbed candidate's id,
-  ``human`` = {}). ``--extended`` forms judge them after the pool's own candidates.
+  ``human`` = {}). ``--extended`` forms judge them after the pool's own candidates. The pool's own judge
+  (llama.cpp on a CPU) judges those the GPU run (``forms/hf-bf16``) left, in chunks of their own
+  (``chunk K --extension``; :func:`extension_todo`), kept as ``judged/ext-NNNN.jsonl.gz``.
 * ``forms/<NAME>/``: the same candidates judged again under another *form* (another rubric wording or
   judge; ``--form NAME`` on ``chunk``, ``compact``, ``status``, ``provenance``): ``chunk-NNNN.jsonl.gz``,
   ``chunks.jsonl`` and ``provenance.json`` as above. A form judges the test candidates first (its
@@ -326,9 +329,27 @@ def load_pool(form: str = "", extended: bool = False) -> tuple[dict[str, dict], 
     return sources, cands
 
 
-def n_chunks(form: str = "") -> int:
-    _, cands = load_pool(form)
+def n_chunks(form: str = "", extension: bool = False) -> int:
+    cands = extension_todo() if extension else load_pool(form)[1]
     return (len(cands) + CHUNK - 1) // CHUNK
+
+
+#: the form whose judgments of extension candidates the pool's own judge does not repeat (the GPU run)
+EXTENSION_SKIP_FORM = "hf-bf16"
+
+
+def extension_todo() -> list[dict]:
+    """The extension candidates left for the pool's own judge (llama.cpp on a CPU): those that
+    :data:`EXTENSION_SKIP_FORM` has not judged, in the extension's order (a source's candidates stay
+    together, so the judge reuses the source's prompt prefix). Chunk ``K`` of them (``chunk K
+    --extension``) is kept as ``judged/ext-K.jsonl.gz`` beside the pool's own chunks."""
+    skip = judged(EXTENSION_SKIP_FORM)
+    return [r for r in read_jsonl_gz(EXT / "candidates.jsonl.gz") if r["id"] not in skip]
+
+
+def chunk_name(k: int, extension: bool = False) -> str:
+    """``chunk-K`` (the pool's order) or ``ext-K`` (:func:`extension_todo`'s order)."""
+    return f"{'ext' if extension else 'chunk'}-{k:04d}"
 
 
 def _record(r: dict, sources: dict[str, dict]) -> dict:
@@ -349,14 +370,19 @@ def export(form: str, extended: bool = False) -> Path:
     return path
 
 
-def write_chunk(k: int, form: str = "") -> Path:
+def write_chunk(k: int, form: str = "", extension: bool = False) -> Path:
     """Chunk ``k``'s csem record file (``id``, ``doc_id`` = source id, ``system_id``, ``dataset``,
-    ``source``, ``candidate``) under :data:`WORK` (a form's: ``WORK/forms/<form>``); returns its path."""
+    ``source``, ``candidate``) under :data:`WORK` (a form's: ``WORK/forms/<form>``); returns its path.
+    ``extension``: chunk ``k`` of :func:`extension_todo` (the pool's own form only)."""
+    if extension and form:
+        raise SystemExit("--extension judges with the pool's own judge and rubric: no --form")
     sources, cands = load_pool(form)
+    if extension:
+        cands = extension_todo()
     part = cands[k * CHUNK:(k + 1) * CHUNK]
     if not part:
-        raise SystemExit(f"chunk {k}: past the end of the pool ({len(cands)} candidates, {n_chunks(form)} chunks)")
-    path = work_dir(form) / f"chunk-{k:04d}.input.jsonl"
+        raise SystemExit(f"chunk {k}: past the end ({len(cands)} candidates, {n_chunks(form, extension)} chunks)")
+    path = work_dir(form) / f"{chunk_name(k, extension)}.input.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as f:
         for r in part:
@@ -365,14 +391,15 @@ def write_chunk(k: int, form: str = "") -> Path:
 
 
 def compact(k: int, seconds: float | None = None, started: str | None = None, finished: str | None = None,
-            new: int | None = None, form: str = "") -> Path:
+            new: int | None = None, form: str = "", extension: bool = False) -> Path:
     """Keep chunk ``k``'s judgments (``id``, ``score``, ``mass``, ``missing``) as
-    ``judged/chunk-K.jsonl.gz`` (a form's: ``forms/<form>/``) and append its timing to ``chunks.jsonl``
-    there (``new``: the judgments the chunk's ``csem annotate`` made, as it reported them; the rest were
-    cache hits)."""
-    return keep_judgments(work_dir(form) / f"chunk-{k:04d}.judged.jsonl", form_dir(form) / f"chunk-{k:04d}.jsonl.gz",
-                          {"chunk": k, "new_judgments": new, "seconds": seconds, "started": started,
-                           "finished": finished})
+    ``judged/chunk-K.jsonl.gz`` (a form's: ``forms/<form>/``; ``extension``: ``judged/ext-K.jsonl.gz``) and
+    append its timing to ``chunks.jsonl`` there (``new``: the judgments the chunk's ``csem annotate``
+    made, as it reported them; the rest were cache hits)."""
+    name = chunk_name(k, extension)
+    timing = {"chunk": k, **({"extension": True} if extension else {}), "new_judgments": new,
+              "seconds": seconds, "started": started, "finished": finished}
+    return keep_judgments(work_dir(form) / f"{name}.judged.jsonl", form_dir(form) / f"{name}.jsonl.gz", timing)
 
 
 def keep_judgments(out: Path, dest: Path, timing: dict) -> Path:
@@ -453,10 +480,14 @@ def provenance(judge: str, rubric: str, threads: int, form: str = "", *, model_p
 def status(form: str = "") -> dict:
     _, cands = load_pool(form)
     got = judged(form)
-    s = {"candidates": len(cands), "judged": len(got),
+    s = {"candidates": len(cands), "judged": sum(1 for r in cands if r["id"] in got),
          "judged_test": sum(1 for r in cands if r["split"] == "test" and r["id"] in got),
          "judged_train": sum(1 for r in cands if r["split"] == "train" and r["id"] in got),
          "chunks_done": len(list(form_dir(form).glob("chunk-*.jsonl.gz"))), "chunks": n_chunks(form)}
+    if not form:
+        todo = extension_todo()
+        s["extension"] = {"left_by_" + EXTENSION_SKIP_FORM: len(todo), "judged": sum(1 for r in todo if r["id"] in got),
+                          "chunks_done": len(list(form_dir().glob("ext-*.jsonl.gz"))), "chunks": n_chunks(extension=True)}
     print(json.dumps(s))
     return s
 
@@ -482,6 +513,9 @@ def main(argv: list[str] | None = None) -> int:
     x.add_argument("--extended", action="store_true", help="with the extension's training candidates")
     for q in (c, m, t, n, v, x):
         q.add_argument("--form", default="", help="another form's judgments (forms/<NAME>/; default: the pool's)")
+    for q in (c, m, n):
+        q.add_argument("--extension", action="store_true",
+                       help=f"the extension candidates {EXTENSION_SKIP_FORM} left, judged by the pool's own judge")
     v.add_argument("--judge", default="llama-cpp:qwen-0.5b")
     v.add_argument("--rubric", default="csem/summ-relevance-ref-free")
     v.add_argument("--threads", type=int, default=1)
@@ -489,13 +523,13 @@ def main(argv: list[str] | None = None) -> int:
     if a.cmd == "build":
         build(a.data_dir)
     elif a.cmd == "chunk":
-        print(write_chunk(a.k, a.form))
+        print(write_chunk(a.k, a.form, a.extension))
     elif a.cmd == "compact":
-        print(compact(a.k, a.seconds, a.started, a.finished, a.new, a.form))
+        print(compact(a.k, a.seconds, a.started, a.finished, a.new, a.form, a.extension))
     elif a.cmd == "status":
         status(a.form)
     elif a.cmd == "n-chunks":
-        print(n_chunks(a.form))
+        print(n_chunks(a.form, a.extension))
     elif a.cmd == "extend":
         extend()
     elif a.cmd == "export":

@@ -35,19 +35,26 @@ def test_second_recipe_refuses_unknown_names(bench):
 
 
 def test_load_takes_the_extension_labels_from_another_form(bench):
-    """--extended --extension-form hf-bf16: the pool's own training labels stay the CPU judge's, the
-    extension's come from the GPU form, in the pool's order followed by the extension's; test unchanged."""
+    """--extended --extension-form hf-bf16: the pool's own training labels stay the CPU judge's; the
+    extension's come from the GPU form, then (those the GPU run left, judged by the pool's own judge into
+    judged/ext-K) from the CPU: the pool's order, the GPU-labelled extension, the CPU-labelled rest; test
+    unchanged."""
     tp = bench.tp
     test, train, _ = bench.load("judge.relevance")
     test2, train2, _ = bench.load("judge.relevance", "", True, "hf-bf16")
-    gpu = tp.judged("hf-bf16")
+    gpu, cpu = tp.judged("hf-bf16"), tp.judged()
     assert [r["id"] for r in test2] == [r["id"] for r in test]
     assert [r["judge.relevance"] for r in test2] == [r["judge.relevance"] for r in test]
     assert [r["id"] for r in train2[:len(train)]] == [r["id"] for r in train]
     ext = train2[len(train):]
     assert ext and all(r["id"].startswith("ext/") for r in ext)
-    assert all(r["judge.relevance"] == gpu[r["id"]]["score"] for r in ext)
-    assert len(ext) == sum(1 for k, v in gpu.items() if k.startswith("ext/") and v["score"] is not None)
+    forms = [r["label_form"] for r in ext]
+    n_gpu = forms.count("hf-bf16")
+    assert forms == ["hf-bf16"] * n_gpu + [""] * (len(ext) - n_gpu)  # GPU-labelled first: nested pools
+    assert n_gpu == sum(1 for k, v in gpu.items() if k.startswith("ext/") and v["score"] is not None)
+    assert all(r["judge.relevance"] == (gpu if r["label_form"] else cpu)[r["id"]]["score"] for r in ext)
+    assert len(ext) - n_gpu == sum(1 for k, v in cpu.items() if k.startswith("ext/") and v["score"] is not None)
+    assert not {k for k in cpu if k.startswith("ext/")} & set(gpu)  # the CPU judged only what the GPU left
 
 
 def test_teacher_vs_human_counts_only_candidates_people_scored(bench):

@@ -139,3 +139,22 @@ def test_committed_gpu_form_is_a_judged_part_of_the_extended_pool():
     prov = json.loads((tp.form_dir("hf-bf16") / "provenance.json").read_text())
     cpu = json.loads((tp.POOL / "provenance.json").read_text())
     assert prov["model_sha256"] == cpu["model_sha256"] and prov["backend_options"]["dtype"] == "bfloat16"
+
+
+def test_extension_chunks_hold_what_the_gpu_run_left_in_order():
+    """The pool's own judge takes the extension candidates the GPU form left (teacher_pool.py chunk K
+    --extension): every committed judged/ext-K holds exactly chunk K of that order, scores on 1-5; a form
+    cannot take extension chunks."""
+    todo = tp.extension_todo()
+    gpu = tp.judged(tp.EXTENSION_SKIP_FORM)
+    ext_ids = [r["id"] for r in tp.read_jsonl_gz(tp.EXT / "candidates.jsonl.gz")]
+    assert [r["id"] for r in todo] == [i for i in ext_ids if i not in gpu]
+    assert tp.n_chunks(extension=True) == (len(todo) + tp.CHUNK - 1) // tp.CHUNK
+    ids = [r["id"] for r in todo]
+    for path in sorted((tp.POOL / "judged").glob("ext-*.jsonl.gz")):
+        k = int(path.name.split("-")[1].split(".")[0])
+        rows = tp.read_jsonl_gz(path)
+        assert [r["id"] for r in rows] == ids[k * tp.CHUNK:(k + 1) * tp.CHUNK]
+        assert all(r["score"] is None or 1.0 <= r["score"] <= 5.0 for r in rows)
+    with pytest.raises(SystemExit, match="no --form"):
+        tp.write_chunk(0, "geval-relevance", extension=True)
