@@ -157,6 +157,26 @@ def featurise(records: list[dict], emb_cache: dict, threads: int):
     return np.asarray(rows, dtype=float)
 
 
+def provenance(name: str, extended: bool, extension_form: str | None) -> dict:
+    """The teacher-scale result ``results/<name>.json`` whose largest pool and students the rows stand beside.
+
+    Raises:
+        ValueError: the file is missing or is not a teacher-scale result, or its students trained on another
+            pool (``--extended`` / ``--extension-form``) than the one asked for.
+    """
+    path = RESULTS / f"{name}.json"
+    try:
+        prov = json.loads(path.read_text())
+        meta, column = prov["meta"], prov["teacher"]["column"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path} is not a teacher-scale result ({e!r})") from None
+    pool = (bool(meta.get("extended")), meta.get("extension_form"))
+    if pool != (bool(extended), extension_form):
+        raise ValueError(f"its students trained on the pool of --extended {pool[0]}, --extension-form {pool[1]}; "
+                         f"this call asks for --extended {bool(extended)}, --extension-form {extension_form}")
+    return prov
+
+
 def main() -> None:
     ap = parser(__doc__.split("\n")[0], out="teacher_ceiling", threads=2, seed=None)
     ap.add_argument("--encoders", default="minilm",
@@ -179,17 +199,21 @@ def main() -> None:
             resolve_encoder(enc)
         except AssetError as e:
             ap.error(f"--encoders {enc}: {e}")
+    name = args.provenance or f"teacher_scale{'_extended' if args.extended else ''}"
+    try:
+        prov = provenance(name, args.extended, args.extension_form)
+    except ValueError as e:
+        ap.error(f"--provenance {name}: {e}")
     setup(args)
     import numpy as np
     from sklearn.ensemble import HistGradientBoostingRegressor
 
     t0 = time.perf_counter()
-    # the students of the same pools: the teacher-scale results of the same training pool
-    name = args.provenance or f"teacher_scale{'_extended' if args.extended else ''}"
-    prov = json.loads((RESULTS / f"{name}.json").read_text())
     col = prov["teacher"]["column"]
     test, train, _ = load(col, extended=args.extended, extension_form=args.extension_form)
     largest = max((c["labels"] for c in prov.get("curve", [])), default=len(train))
+    if largest > len(train):
+        ap.error(f"--provenance {name}: its students trained on {largest} labels; this pool holds {len(train)}")
     train = train[:largest]  # the student's largest pool (nested pools: the first N judged training candidates)
     real = [not r["id"].startswith("ext/") for r in train]
     log(f"{len(train)} training, {len(test)} test candidates; featurising")

@@ -70,3 +70,15 @@ def test_embed_batches_by_length_and_returns_the_input_order(bench):
     assert np.allclose(together[:4], alone, atol=1e-5)
     assert np.allclose(together[4:8], alone, atol=1e-5)
     assert not np.allclose(together[0], together[1], atol=1e-3)
+
+
+def test_provenance_refuses_a_result_of_another_pool_or_a_missing_file(bench):
+    # the committed results: the rows must stand beside students trained on the same pool
+    assert bench.provenance("teacher_scale_full_extension", True, "hf-bf16")["teacher"]["column"]
+    assert bench.provenance("teacher_scale", False, None)["meta"]
+    with pytest.raises(ValueError, match="--extended True, --extension-form hf-bf16; this call asks for --extended False"):
+        bench.provenance("teacher_scale_full_extension", False, None)
+    with pytest.raises(ValueError, match="--extension-form None"):
+        bench.provenance("teacher_scale_full_extension", True, None)
+    with pytest.raises(ValueError, match="not a teacher-scale result"):
+        bench.provenance("no_such_result", False, None)
