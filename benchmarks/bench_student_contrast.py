@@ -72,6 +72,8 @@ RECIPES = {
     "contrast pretraining (400 pairs from the training rows, 1 epoch) + mixed into label training (0.5)":
         {"contrast_per_record": 1, "contrast_max_pairs": 400, "contrast_epochs": 1, "contrast_mix": 0.5,
          "contrast_pairs_per_batch": 8},
+    # TrainConfig.average_tail: the weights of the last half of the steps averaged (tail averaging, SWA-style)
+    "labels only, weights of the last half of the steps averaged": {"average_tail": 0.5},
 }
 COLS = [f"judge.{a}" for a in ASPECTS]
 #: suffix of the rows that score the same models with the acceptability gate removed
@@ -211,7 +213,7 @@ def default_recipe() -> str:
 def chosen(b: Bench) -> str:
     if b.args.assume_chosen:
         return list(RECIPES)[int(b.args.assume_chosen)]
-    return (b.data.get("cv") or {}).get("chosen") or list(RECIPES)[-1]
+    return (b.data.get("cv") or {}).get("chosen") or list(RECIPES)[1]
 
 
 def splits_of(train: list[dict], test: list[dict], seed: int) -> tuple[dict, dict]:

@@ -47,6 +47,10 @@ RECIPES: dict[str, dict] = {
     # plus the overlap features follows this teacher more closely than the one-epoch default does)
     "frozen encoder (head only), 6 epochs": {"contrast_per_record": 0, "train_layers": 0, "max_epochs": 6},
     "top 2 layers, 3 epochs at lr 1e-4": {"contrast_per_record": 0, "max_epochs": 3, "lr": 1e-4, "head_lr": 1e-4},
+    # TrainConfig.average_tail: the weights after each of the last half of the steps averaged (tail averaging)
+    "no contrast pairs, last half of the steps averaged": {"contrast_per_record": 0, "average_tail": 0.5},
+    "top 2 layers, 3 epochs at lr 1e-4, last half averaged": {
+        "contrast_per_record": 0, "max_epochs": 3, "lr": 1e-4, "head_lr": 1e-4, "average_tail": 0.5},
     # the ridge's shape inside csem's model: frozen encoder, a linear head, within-source order weighted up
     "frozen encoder, linear head, pairwise weight 10, 6 epochs": {
         "contrast_per_record": 0, "train_layers": 0, "max_epochs": 6,

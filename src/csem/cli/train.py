@@ -144,6 +144,9 @@ def train(
                                                          "aspect-specificity term: a contrast pair's own aspect "
                                                          "head must separate it more than the other heads "
                                                          "(0 = off)"),
+    average_tail: Optional[float] = typer.Option(None, "--average-tail", help="average the weights of this share "
+                                                 "(0-1) of the last training steps (tail averaging; 0 = off; "
+                                                 "default: TrainConfig's)"),
 ) -> None:
     """Train an evaluation model (encoder + Eq. 9/10 features + feed-forward heads) and save it with its metric card."""
     from csem.data.records import check_output_path, read_records
@@ -176,7 +179,8 @@ def train(
         seed=seed, precision=precision, accelerator=accelerator,
         devices=int(devices) if devices.isdigit() else devices, num_nodes=num_nodes, strategy=strategy,
         num_threads=threads, progress=progress, contrast_per_record=contrast_per_record,
-        contrast_epochs=contrast_epochs, contrast_mix=contrast_mix, contrast_specificity=contrast_specificity))
+        contrast_epochs=contrast_epochs, contrast_mix=contrast_mix, contrast_specificity=contrast_specificity,
+        average_tail=average_tail))
     contrast_rows = read_records(contrast, required=()) if contrast else None
     if train_layers is not None:
         tc = tc.model_copy(update={"train_layers": None if train_layers < 0 else train_layers})

@@ -233,6 +233,13 @@ class TrainConfig(BaseModel):
             ~150 pairs, so the cap bounds its time on large training sets.
         contrast_pairs_per_batch: pairs per contrast batch. contrast_lr: encoder learning rate while
             pretraining (None: ``lr``); the heads use ``head_lr``.
+        average_tail: share (0-1) of the label training's last optimiser steps whose weights are
+            averaged uniformly into the returned model (tail / Polyak-Ruppert averaging, Polyak & Juditsky
+            1992; SWA with a constant learning rate, Izmailov et al. 2018; Lightning's
+            ``WeightAveraging`` over ``torch.optim.swa_utils.AveragedModel``): 0.5 averages the
+            weights after each of the second half's steps. 0 = off (the last or best-dev weights). With
+            a dev set, each validation from the first averaged step on scores the average, and the best
+            such average is kept.
         contrast_specificity: weight of the aspect-specificity term of the contrast loss
             (:meth:`csem.model.preferences.PreferenceTable.loss`: a pair's own aspect head must separate
             the two texts by more than the other heads do); 0 = off.
@@ -268,3 +275,4 @@ class TrainConfig(BaseModel):
     contrast_pairs_per_batch: int = Field(8, ge=1)
     contrast_lr: float | None = Field(None, gt=0)
     contrast_specificity: float = Field(0.0, ge=0)
+    average_tail: float = Field(0.0, ge=0, lt=1)

@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import Callback, EarlyStopping
+from lightning.pytorch.callbacks import Callback, EarlyStopping, WeightAveraging
 
 from csem.model.config import PRECISIONS, ModelConfig, TrainConfig
 from csem.model.evaluation_model import EvaluationModel
@@ -37,13 +37,74 @@ def _precision(tc: TrainConfig) -> str:
     return "32-true"
 
 
-class KeepBest(Callback):
-    """Lightning callback: copy the weights whenever the dev monitor improves (kept in memory)."""
+class TailAveraging(WeightAveraging):
+    """Lightning callback: the uniform average of the weights after each of the last ``share`` of the
+    optimiser steps (``TrainConfig.average_tail``; tail / Polyak-Ruppert averaging, Polyak & Juditsky
+    1992; SWA at a constant learning rate, Izmailov et al. 2018), copied into the model when training
+    ends. Lightning's :class:`WeightAveraging` (``torch.optim.swa_utils.AveragedModel``, running mean)
+    with three changes: the step the average starts at is ``floor((1 - share) * total steps)`` of the
+    Trainer's estimated steps; csem's token-state caches and data handles stay out of the averaged copy;
+    and before the first averaged step, validation and the end of training keep the current weights
+    (Lightning's class would swap in, or return, the untrained copy)."""
 
-    def __init__(self) -> None:
+    #: module attributes that are caches or data, not weights: never copied into the average
+    _HELD = ("_lower_cache", "_cache", "contrast_batches", "contrast_table", "dev_records", "preferences",
+             "_val_scores", "history")
+
+    def __init__(self, share: float) -> None:
+        super().__init__(use_buffers=True)
+        if not 0 < share < 1:
+            raise ValueError(f"average_tail must be in (0, 1), got {share}")
+        self.share = share
+        self.start_step = 0
+
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        if stage != "fit":
+            return
+        self.start_step = int(math.floor((1 - self.share) * trainer.estimated_stepping_batches))
+        held = {k: pl_module.__dict__[k] for k in self._HELD if k in pl_module.__dict__}
+        for k in held:
+            pl_module.__dict__[k] = None
+        try:
+            super().setup(trainer, pl_module, stage)
+        finally:
+            pl_module.__dict__.update(held)
+
+    def should_update(self, step_idx: int | None = None, epoch_idx: int | None = None) -> bool:
+        return step_idx is not None and step_idx >= self.start_step
+
+    @property
+    def averaged(self) -> int:
+        """Number of weight snapshots in the average so far (0 before the tail starts)."""
+        return 0 if self._average_model is None else int(self._average_model.n_averaged)
+
+    def on_validation_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+        if self.averaged:
+            super().on_validation_epoch_start(trainer, pl_module)
+
+    def on_validation_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        if self.averaged:
+            super().on_validation_epoch_end(trainer, pl_module)
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        if self.averaged:
+            super().on_train_end(trainer, pl_module)
+
+    def validated_state(self, pl_module: Any) -> dict:
+        """The weights the last validation scored (the average once it has begun), as a CPU state dict."""
+        module = self._average_model.module if self.averaged else pl_module
+        return {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}
+
+
+class KeepBest(Callback):
+    """Lightning callback: copy the weights whenever the dev monitor improves (kept in memory); with a
+    :class:`TailAveraging` callback, the weights validated (the average, once it has begun)."""
+
+    def __init__(self, averaging: TailAveraging | None = None) -> None:
         self.best = -math.inf
         self.state: dict | None = None
         self.report: dict | None = None
+        self.averaging = averaging
 
     def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
         if trainer.sanity_checking or not pl_module.history:
@@ -51,7 +112,8 @@ class KeepBest(Callback):
         value = float(trainer.callback_metrics.get("val_monitor", torch.tensor(-1.0)))
         if value > self.best:
             self.best = value
-            self.state = {k: v.detach().cpu().clone() for k, v in pl_module.state_dict().items()}
+            self.state = (self.averaging.validated_state(pl_module) if self.averaging is not None else
+                          {k: v.detach().cpu().clone() for k, v in pl_module.state_dict().items()})
             self.report = copy.deepcopy(pl_module.history[-1])
 
 
@@ -197,11 +259,14 @@ def train(
     val_loader = None
     callbacks: list[Any] = []
     keep = None
+    averaging = TailAveraging(tc.average_tail) if tc.average_tail > 0 else None
+    if averaging is not None:
+        callbacks.append(averaging)
     if module.dev_records:
         dev_sampler = GroupedBatchSampler(module.dev_records, tc.batch_size, mode, shuffle=False, shard=False)
         val_loader = torch.utils.data.DataLoader(module.dev_records, batch_sampler=dev_sampler,
                                                  collate_fn=builder, num_workers=0)
-        keep = KeepBest()
+        keep = KeepBest(averaging)
         callbacks += [keep, EarlyStopping(monitor="val_monitor", mode="max", patience=tc.patience,
                                           check_finite=False)]
     # Lightning's start-up tips and GPU/TPU availability lines are info logs: keep the CLI output ours
