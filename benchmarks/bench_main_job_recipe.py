@@ -53,6 +53,17 @@ RECIPES: dict[str, dict] = {
     "3 epochs": {"max_epochs": 3},
     "contrast x4 + 3 epochs": {"contrast_per_record": 4, "max_epochs": 3},
     "contrast x4 + 2 contrast epochs + 3 epochs": {"contrast_per_record": 4, "contrast_epochs": 2, "max_epochs": 3},
+    # warm starts (TrainConfig.init) from the student given by --init (teacher_pool_student.py: distilled from
+    # the teacher pool's 0.5B judge on news summaries); INIT is replaced by --init
+    "warm start, 1 epoch at lr 1e-4": {"init": "INIT", "model": {"feature_set": "overlap", "members": 1},
+                                       "lr": 1e-4, "head_lr": 1e-4, "max_epochs": 1},
+    "warm start, 3 epochs at lr 1e-4": {"init": "INIT", "model": {"feature_set": "overlap", "members": 1},
+                                        "lr": 1e-4, "head_lr": 1e-4, "max_epochs": 3},
+    "warm start, heads only, 3 epochs at lr 1e-3": {"init": "INIT", "model": {"feature_set": "overlap", "members": 1},
+                                                    "train_layers": 0, "lr": 1e-3, "head_lr": 1e-3, "max_epochs": 3},
+    "warm start, 1 epoch at lr 1e-4 x5 seed ensemble": {"init": "INIT", "model": {"feature_set": "overlap",
+                                                                                  "members": 5},
+                                                        "lr": 1e-4, "head_lr": 1e-4, "max_epochs": 1},
 }
 
 
@@ -82,6 +93,10 @@ def train_and_score(pipe, train: list[dict], test: list[dict], labels: list[str]
     t = pipe.cfg.train
     ranges = pipe.scales()
     recipe = dict(recipe)
+    if recipe.get("init") == "INIT":
+        if not INIT:
+            raise SystemExit("a warm-start recipe needs --init (a student folder, e.g. from teacher_pool_student.py)")
+        recipe["init"] = INIT
     config = ModelConfig(encoder=t.encoder, mode=t.mode, **{**t.model, **recipe.pop("model", {})})
     seed = seed * config.members if config.members > 1 else seed  # disjoint members across seeds
     tc = TrainConfig(**{**t.options, **recipe, "seed": seed, "num_threads": threads, "progress": False})
@@ -105,6 +120,26 @@ def train_and_score(pipe, train: list[dict], test: list[dict], labels: list[str]
         alone = [correlations(model.member(i)) for i in range(config.members)]
         out["members"] = {l: mean_sd([a[l] for a in alone])[0] for l in labels}
     return out, secs
+
+
+#: the warm-start recipes' initial student (--init)
+INIT: str | None = None
+
+
+def initial_as_is(test: list[dict], labels: list[str]) -> dict[str, float | None]:
+    """The initial student (--init) with no main-job label: its score for the label's aspect, or its only
+    aspect's score for every label, against the judge on ``test``."""
+    from csem.model import EvaluationModel
+
+    model = EvaluationModel.load(INIT)
+    cols = model.score_columns(test, name="init")
+    res = {}
+    for label in labels:
+        aspect = label.rsplit(".", 1)[-1]
+        mine = [c for c in cols if c.endswith("." + aspect)] or [c for c in cols if not c.endswith(".std")][:1]
+        rows = [dict(r, **{mine[0]: v}) for r, v in zip(test, cols[mine[0]])]
+        res[label] = summary_spearman(rows, mine[0], label)
+    return res
 
 
 def baselines(train: list[dict], test: list[dict], labels: list[str]) -> dict[str, dict[str, float | None]]:
@@ -133,6 +168,8 @@ def baselines(train: list[dict], test: list[dict], labels: list[str]) -> dict[st
         return np.array([[*overlap_features(r["candidate"], [r["source"]]), 1.0] for r in rows])
 
     x_tr, x_te = x(train), x(test)
+    if INIT:
+        res["the initial student as it is (--init, no main-job label)"] = initial_as_is(test, labels)
     res["overlap features (least squares)"] = {}
     for label in labels:
         keep = [i for i, r in enumerate(train) if r.get(label) is not None]
@@ -159,8 +196,11 @@ def main() -> None:
     ap.add_argument("--test", default="", help="seeds for the held-out test articles (chosen recipes only)")
     ap.add_argument("--test-recipes", default="", help="recipes to score on the test articles "
                     "(default: the CV winner and 'csem train default')")
+    ap.add_argument("--init", default=None, help="the warm-start recipes' initial student (a model folder)")
     args = ap.parse_args()
     setup(args)
+    global INIT
+    INIT = args.init
     from csem.pipeline.runner import Pipeline
 
     pipe = Pipeline.from_file(args.pipeline, run_dir=Path(args.run_dir), progress=False)
@@ -178,7 +218,10 @@ def main() -> None:
         f"{len(test)} test rows; labels {labels}; recipes {names}; seeds {seeds}")
     t_all = time.perf_counter()
     cv: dict = {}
-    base_cv: dict = {n: {l: [] for l in labels} for n in ("length", "extractiveness", "overlap features (least squares)")}
+    base_names = ["length", "extractiveness", "overlap features (least squares)"]
+    if INIT:
+        base_names.append("the initial student as it is (--init, no main-job label)")
+    base_cv: dict = {n: {l: [] for l in labels} for n in base_names}
     for fold in folds:
         held = set(fold)
         b = baselines([r for r in train if r["doc_id"] not in held], [r for r in train if r["doc_id"] in held], labels)
@@ -215,7 +258,7 @@ def main() -> None:
     chosen = max(cv, key=lambda n: cv[n]["average"])
     res = {"meta": {"date": now(), "machine": machine(), "threads": args.threads, "run_dir": str(args.run_dir),
                     "train_rows": len(train), "test_rows": len(test), "folds": [sorted(f) for f in folds],
-                    "seeds": seeds, "labels": labels},
+                    "seeds": seeds, "labels": labels, "init": INIT},
            "cv": cv, "cv_baselines": {n: {l: mean_sd(v)[0] for l, v in d.items()} for n, d in base_cv.items()},
            "chosen": chosen}
     test_seeds = [int(s) for s in args.test.split(",") if s]

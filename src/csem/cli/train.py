@@ -78,7 +78,7 @@ def train(
     out: Path = typer.Option(..., "--out", help="model folder to write"),
     mode: str = typer.Option("ref-free", help="ref-free (Eq. 10) | ref-based (Eq. 9) | fluency | fluency-ref"),
     dev: Optional[Path] = typer.Option(None, "--dev", help="dev file: per-epoch validation, best checkpoint, early stop"),
-    encoder: str = typer.Option("minilm", help="minilm | mpnet | a transformers folder or hub id"),
+    encoder: Optional[str] = typer.Option(None, help="minilm (default) | mpnet | a transformers folder or hub id"),
     pooling: Optional[str] = typer.Option(None, help="cls (the paper) | mean | layerwise-mix (COMET); default: "
                                           "ModelConfig's"),
     loss: Optional[str] = typer.Option(None, help="mse (Eq. 11) | ce (star classes, expected value) | pairwise "
@@ -90,7 +90,7 @@ def train(
                                                "(cross-encoder: candidate, reference and source in one input); "
                                                "default: ModelConfig's"),
     hidden_sizes: Optional[str] = typer.Option(None, help="head hidden sizes, comma separated (default: ModelConfig's)"),
-    activation: str = typer.Option("tanh", help="tanh | relu | gelu | sigmoid"),
+    activation: Optional[str] = typer.Option(None, help="tanh (default) | relu | gelu | sigmoid"),
     dropout: float = typer.Option(0.1),
     max_length: Optional[int] = typer.Option(None, help="tokens kept per text (unified: per joint input)"),
     source_max_length: Optional[int] = typer.Option(None, help="bi-encoder: tokens kept of the source"),
@@ -147,6 +147,9 @@ def train(
     average_tail: Optional[float] = typer.Option(None, "--average-tail", help="average the weights of this share "
                                                  "(0-1) of the last training steps (tail averaging; 0 = off; "
                                                  "default: TrainConfig's)"),
+    init: Optional[str] = typer.Option(None, "--init", help="start from this trained student (a model folder or "
+                                       "package:NAME) instead of the bare encoder; architecture options left "
+                                       "unset take its values"),
 ) -> None:
     """Train an evaluation model (encoder + Eq. 9/10 features + feed-forward heads) and save it with its metric card."""
     from csem.data.records import check_output_path, read_records
@@ -167,12 +170,12 @@ def train(
     dev_records = read_records(dev, columns=columns, required=("candidate",), numeric=label_cols) if dev else None
     # options left unset take the defaults of ModelConfig / TrainConfig (their one home)
     given = lambda **kw: {k: v for k, v in kw.items() if v is not None}  # noqa: E731
-    config = ModelConfig(**given(
+    config = ModelConfig(**{**_architecture_of(init), **given(
         name=name, encoder=encoder, pooling=pooling, mode=mode, loss=loss, architecture=architecture,
         hidden_sizes=[int(h) for h in hidden_sizes.split(",") if h.strip()] if hidden_sizes else None,
         activation=activation, dropout=dropout, max_length=max_length, source_max_length=source_max_length,
         pairwise_weight=pairwise_weight, ref_aggregation=ref_aggregation, overlap_features=overlap_features,
-        feature_set=feature_set, acceptability_gate=acceptability_gate, members=members))
+        feature_set=feature_set, acceptability_gate=acceptability_gate, members=members)})
     tc = TrainConfig(**given(
         lr=lr, head_lr=head_lr, batch_size=batch_size, max_epochs=epochs, patience=patience,
         frozen_epochs=frozen_epochs, layerwise_decay=layerwise_decay, gradient_clip=gradient_clip,
@@ -180,7 +183,7 @@ def train(
         devices=int(devices) if devices.isdigit() else devices, num_nodes=num_nodes, strategy=strategy,
         num_threads=threads, progress=progress, contrast_per_record=contrast_per_record,
         contrast_epochs=contrast_epochs, contrast_mix=contrast_mix, contrast_specificity=contrast_specificity,
-        average_tail=average_tail))
+        average_tail=average_tail, init=init))
     contrast_rows = read_records(contrast, required=()) if contrast else None
     if train_layers is not None:
         tc = tc.model_copy(update={"train_layers": None if train_layers < 0 else train_layers})
@@ -205,3 +208,19 @@ def train(
     per_epoch = f", {timing.seconds / timing.epochs:.1f} s per epoch" if timing.epochs else ""
     typer.echo(f"wrote {out} (aspects {', '.join(model.aspects)}; {rows}{summary}); trained in "
                f"{timing.seconds:.1f} s{per_epoch}")
+
+
+def _architecture_of(init: str | None) -> dict:
+    """The architecture fields of the initial student's config (none without ``--init``), so that a warm
+    start needs no architecture option repeated; an option given on the command line still wins."""
+    if init is None:
+        return {}
+    import json
+
+    from csem.model.config import ARCHITECTURE_FIELDS
+    from csem.model.evaluation_model import CONFIG
+    from csem.model.pretrained import resolve
+
+    raw = json.loads((resolve(init) / CONFIG).read_text(encoding="utf-8"))
+    keep = tuple(f for f in ARCHITECTURE_FIELDS if f != "mode") + ("loss", "max_length", "source_max_length")
+    return {k: raw[k] for k in keep if k in raw}

@@ -62,6 +62,12 @@ class LabelSpec(BaseModel):
         return self
 
 
+#: the ModelConfig fields that decide the shape or meaning of a student's weights (with the outputs per
+#: aspect, ``n_classes``): a warm start needs them equal (:meth:`ModelConfig.architecture_differences`)
+ARCHITECTURE_FIELDS = ("encoder", "encoder_kind", "pooling", "mode", "architecture", "hidden_sizes", "activation",
+                       "overlap_features", "feature_set", "feature_hidden")
+
+
 class ModelConfig(BaseModel):
     """Architecture of an evaluation model (saved as ``config.json`` in the model folder).
 
@@ -159,6 +165,16 @@ class ModelConfig(BaseModel):
             raise ValueError(f"hidden sizes must be positive, got {v}")
         return v
 
+    def architecture_differences(self, other: "ModelConfig") -> list[str]:
+        """``"field: mine vs other's"`` for each field that decides the shape or meaning of the weights
+        (encoder, pooling, mode, architecture, head, lexical features, outputs per aspect): empty when
+        ``other``'s trained weights can start this model (:meth:`csem.model.module.EvaluationModule.warm_start`)."""
+        out = [f"{f}: {getattr(self, f)!r} vs {getattr(other, f)!r}" for f in ARCHITECTURE_FIELDS
+               if getattr(self, f) != getattr(other, f)]
+        if self.n_classes != other.n_classes:
+            out.append(f"outputs per aspect (loss {self.loss!r} vs {other.loss!r}): {self.n_classes} vs {other.n_classes}")
+        return out
+
     @property
     def aspects(self) -> list[str]:
         return [s.aspect for s in self.labels]
@@ -240,6 +256,13 @@ class TrainConfig(BaseModel):
             weights after each of the second half's steps. 0 = off (the last or best-dev weights). With
             a dev set, each validation from the first averaged step on scores the average, and the best
             such average is kept.
+        init: a saved student (model folder) whose weights this one starts from instead of the bare
+            encoder: fine-tuning a pretrained metric (COMET's ``load_from_checkpoint``); its
+            architecture must match (:meth:`ModelConfig.architecture_differences`), its heads start the
+            aspects of the same name, or every aspect when it has one
+            (:meth:`csem.model.module.EvaluationModule.warm_start`). None (default): the bare encoder.
+            With ``train_layers`` only the top layers of the initial encoder train on; a lower-layer
+            cache is shared only between runs with the same ``init``.
         contrast_specificity: weight of the aspect-specificity term of the contrast loss
             (:meth:`csem.model.preferences.PreferenceTable.loss`: a pair's own aspect head must separate
             the two texts by more than the other heads do); 0 = off.
@@ -276,3 +299,4 @@ class TrainConfig(BaseModel):
     contrast_lr: float | None = Field(None, gt=0)
     contrast_specificity: float = Field(0.0, ge=0)
     average_tail: float = Field(0.0, ge=0, lt=1)
+    init: str | None = None

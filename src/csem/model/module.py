@@ -166,6 +166,49 @@ class EvaluationModule(L.LightningModule):
             opt.step()
         self.overlap_heads.train(was)
 
+    def warm_start(self, other: "EvaluationModule") -> dict[str, str]:
+        """Start from a trained student's weights: fine-tuning a pretrained metric (COMET's
+        ``load_from_checkpoint``; BLEURT and UniEval fine-tune their pretrained checkpoints alike).
+
+        Copied from ``other``: the whole encoder (every layer, the layer mix), the lexical set's
+        feature means and deviations, and for each aspect of this model the head and the feature
+        output term of ``other``'s aspect of the same name, or of ``other``'s only aspect when it
+        has one (a one-aspect metric is the start of every aspect). Aspects without a counterpart
+        keep their fresh heads. The acceptability gate is not copied (``train`` fits it after
+        training, on the new rows).
+
+        Args:
+            other: a trained module whose config has the same architecture
+                (:meth:`csem.model.config.ModelConfig.architecture_differences` is empty).
+
+        Returns:
+            ``{aspect of this model: aspect of other it starts from}`` (fresh aspects absent).
+
+        Raises:
+            ValueError: the architectures differ, or a ``lexical``-feature model would mix copied and
+                fresh feature terms (they are standardised with different training rows).
+        """
+        diff = self.config.architecture_differences(other.config)
+        if diff:
+            raise ValueError("the initial model's architecture differs: " + "; ".join(diff))
+        theirs = list(other.heads)
+        mapping = {a: (a if a in other.heads else theirs[0]) for a in self.heads
+                   if a in other.heads or len(theirs) == 1}
+        if self.lexical and len(mapping) < len(self.heads):
+            fresh = [a for a in self.heads if a not in mapping]
+            raise ValueError(f"aspects {fresh} have no head in the initial model, whose lexical features are "
+                             f"standardised on its own training rows (its aspects: {theirs})")
+        with torch.no_grad():
+            self.encoder.load_state_dict(other.encoder.state_dict())
+            if self.lexical:
+                self.lex_mean.copy_(other.lex_mean)
+                self.lex_std.copy_(other.lex_std)
+            for mine, src in mapping.items():
+                self.heads[mine].load_state_dict(other.heads[src].state_dict())
+                if self.overlap_heads is not None:
+                    self.overlap_heads[mine].load_state_dict(other.overlap_heads[src].state_dict())
+        return mapping
+
     # ---- encoding ---------------------------------------------------------------------------
     def freeze_encoder(self) -> None:
         """Freeze the encoder (no gradients, dropout off); embeddings are cached while frozen."""

@@ -143,6 +143,7 @@ def train(
     lower_cache: dict | None = None,
     contrast: Sequence[Mapping[str, Any]] | None = None,
     contrast_where: str = "contrast pairs",
+    init: "EvaluationModel | str | Path | None" = None,
 ) -> EvaluationModel:
     """Train an evaluation model on ``records`` and (if ``out_dir``) save it.
 
@@ -171,6 +172,10 @@ def train(
             pretraining), then on the labels, optionally with the pairs' loss mixed into every step
             (``train_config.contrast_mix``). Pairs of aspects the labels do not have are skipped.
         contrast_where: the pairs' file, named in errors (a row without a text: ``FILE: row K ...``).
+        init: a trained student (or its folder) to start from; None: ``train_config.init`` (a folder,
+            or ``package:NAME`` for a student shipped with csem), else the bare encoder. See
+            :meth:`csem.model.module.EvaluationModule.warm_start`; a seed ensemble's member ``i``
+            starts from member ``i`` (cyclically) of an initial ensemble.
 
     With ``config.members`` = k > 1 it trains a seed ensemble: k students with seeds
     ``train_config.seed`` ... ``+ k - 1``, one after the other, each exactly the student that seed
@@ -187,13 +192,16 @@ def train(
     from csem.model.card import build_card
     from csem.model.module import EvaluationModule
 
+    start = _initial(init if init is not None else (train_config.init if train_config else None))
     if config is not None and config.members > 1:  # a seed ensemble: one student per seed, one folder
         tc = train_config or TrainConfig()
         seeds = [tc.seed + i for i in range(config.members)]
         students = [train(records, label_cols, mode, config=config.model_copy(update={"members": 1}),
                           train_config=tc.model_copy(update={"seed": seed}), dev_records=dev_records,
                           label_range=label_range, judge=judge, rubric=rubric, notes=notes, preferences=preferences,
-                          lower_cache=lower_cache, contrast=contrast, contrast_where=contrast_where) for seed in seeds]
+                          lower_cache=lower_cache, contrast=contrast, contrast_where=contrast_where,
+                          init=None if start is None else start.member(i % len(start.members)))
+                    for i, seed in enumerate(seeds)]
         model = EvaluationModel.ensemble(students, seeds=seeds)
         if out_dir is not None and is_global_zero():
             model.save(out_dir)
@@ -215,6 +223,10 @@ def train(
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
     module = EvaluationModule(config, tc)
+    if start is not None:
+        diff = config.architecture_differences(start.config)
+        if diff:  # before any training time is spent
+            raise ValueError(f"the initial model ({_where(init, tc)}) has another architecture: " + "; ".join(diff))
     module.dev_records = list(dev_records) if dev_records else None
     module.preferences = preferences
     recs = list(records)
@@ -232,6 +244,7 @@ def train(
                            overlap=config.overlap_features and config.feature_set)
     if config.overlap_features:  # the lexical output term starts at a fit of the features alone
         module.init_overlap_heads(builder(recs))
+    started = module.warm_start(start.module) if start is not None else None
     contrast_loader = None
     if contrast is None and tc.contrast_per_record and preferences is None:
         from csem.model.contrast import auto_pairs
@@ -302,6 +315,10 @@ def train(
     card = build_card(config, tc, train_records=recs, dev_records=dev_records, validation=best_report,
                       history=module.history, judge=judge, rubric=rubric, notes=notes,
                       label_range_declared=label_range is not None)
+    if start is not None:
+        card["init"] = {"from": _where(init, tc), "aspects": started,
+                        "distilled_from": start.card.get("distilled_from"),
+                        "n_records": (start.card.get("training") or {}).get("n_records")}
     if contrast_loader is not None:
         card["contrast"] = {"pairs": len(contrast_loader.dataset) // 2, "epochs": tc.contrast_epochs,
                             "mix": tc.contrast_mix, "specificity": contrast_loader.table.specificity,
@@ -315,6 +332,23 @@ def train(
     if out_dir is not None and trainer.is_global_zero:  # under DDP only rank 0 writes the folder
         model.save(out_dir)
     return model
+
+
+def _initial(ref: "EvaluationModel | str | Path | None") -> EvaluationModel | None:
+    """The initial model of a warm start: a loaded model as it is, a folder or ``package:NAME``
+    (:func:`csem.model.pretrained.resolve`) loaded."""
+    if ref is None or isinstance(ref, EvaluationModel):
+        return ref
+    from csem.model.pretrained import resolve
+
+    return EvaluationModel.load(resolve(str(ref)))
+
+
+def _where(init: Any, tc: TrainConfig) -> str:
+    """How the card and errors name the initial model."""
+    if init is None:
+        return str(tc.init)
+    return "a model passed to train()" if isinstance(init, EvaluationModel) else str(init)
 
 
 def _count(rows: Sequence[Mapping[str, Any]], field: str) -> dict[str, int]:
