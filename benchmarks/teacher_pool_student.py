@@ -9,8 +9,8 @@ probs mode). The pool's test articles are not trained on; the student's summary-
 the teacher on them is reported beside length (the baseline a within-article figure must beat).
 
 Run:  python benchmarks/teacher_pool_student.py --model-out /tmp/pool-student [--size 3876] [--extended
-      --extension-form hf-bf16] [--recipe "top 2 layers, 3 epochs at lr 1e-4"] [--seed 12]
-Out:  the model folder (``--model-out``) and ``benchmarks/results/teacher_pool_student.{json,md}``
+      --extension-form hf-bf16] [--recipe "top 2 layers, 3 epochs at lr 1e-4"] [--train-seed 12] [--ship NAME]
+Out:  the model folder (``--model-out``; with ``--ship NAME`` also the shipped ``package:NAME``) and ``benchmarks/results/teacher_pool_student.{json,md}``
 """
 
 from __future__ import annotations
@@ -24,6 +24,17 @@ import teacher_pool as tp
 from bench_teacher_scale import correlations, fit_student, load, provenance_path, student_scores
 
 
+def describe(model, prov: dict, train: list[dict], recipe: str) -> None:
+    """Write the teacher and the training data into the student's metric card (what a warm start from
+    it records as its origin)."""
+    model.card["distilled_from"] = {**(model.card.get("distilled_from") or {}), "judge": prov["judge"],
+                                    "rubric": prov["rubric"]["id"]}
+    datasets = sorted({r["dataset"] for r in train})
+    model.card["notes"] = (f"csem's teacher pool (benchmarks/data/teacher_pool): {len(train)} judged existing "
+                           f"summaries of {len({r['doc_id'] for r in train})} training articles of "
+                           f"{', '.join(datasets)}; the pool's test articles were not trained on. Recipe: {recipe}.")
+
+
 def main() -> None:
     ap = parser(__doc__, out="teacher_pool_student", threads=2)
     ap.add_argument("--model-out", required=True, help="model folder to write")
@@ -33,6 +44,8 @@ def main() -> None:
     ap.add_argument("--recipe", default="top 2 layers, 3 epochs at lr 1e-4",
                     help="a recipe of bench_teacher_pool_cv.RECIPES")
     ap.add_argument("--train-seed", type=int, default=12)
+    ap.add_argument("--ship", default=None, help="also save it, base-relative (float16, only what training "
+                    "changed), as the shipped student package:NAME (src/csem/model/students/NAME)")
     args = ap.parse_args()
     setup(args)
     from bench_teacher_pool_cv import RECIPES
@@ -47,7 +60,12 @@ def main() -> None:
     model_options = options.pop("model", None)
     log(f"training on {len(train)} labels ({args.recipe}, seed {args.train_seed})")
     model, secs = fit_student(train, col, args.train_seed, args.threads, {}, options, model_options)
+    describe(model, prov, train, args.recipe)
     model.save(args.model_out)
+    if args.ship:
+        from csem.model.pretrained import PACKAGED
+
+        model.save(PACKAGED / args.ship, base_relative=True)
     rows = [dict(r, **{"metric.student": v, "metric.length": float(len(r["candidate"].split()))})
             for r, v in zip(test, student_scores(model, test))]
     student = correlations(rows, "metric.student", col)

@@ -149,3 +149,19 @@ def test_base_relative_folder_stores_only_what_training_changed(tiny_encoder, tr
     a = model.score_columns(test_records, name="s")["metric.s.quality"]
     b = again.score_columns(test_records, name="s")["metric.s.quality"]
     assert max(abs(x - y) for x, y in zip(a, b)) < 0.02
+
+
+def test_the_shipped_student_loads_from_the_package():
+    """``package:news-relevance-minilm`` (teacher_pool_student.py --ship): base-relative on the packaged
+    MiniLM, distilled from the teacher pool's judge, scores on its 1-5 scale."""
+    from csem.model.pretrained import resolve
+
+    model = EvaluationModel.load(resolve("package:news-relevance-minilm"))
+    assert model.config.encoder == "minilm" and model.aspects == ["relevance"]
+    assert model.card["distilled_from"]["judge"] == "llama-cpp:qwen-0.5b"
+    source = ("The city council voted on Tuesday to build a new bridge over the river, at a cost of 40 million "
+              "dollars. Work starts next spring and should take two years, the mayor said.")
+    scores = model.score_columns([{"source": source, "candidate": c} for c in
+                                  ("The council approved a 40 million dollar bridge; work starts next spring.", "")],
+                                 name="s")["metric.s.relevance"]
+    assert 1.0 <= scores[1] < scores[0] <= 5.0

@@ -4,7 +4,8 @@ Folder layout::
 
     model.safetensors   encoder + layer mix + heads weights (safetensors, no pickle); a seed
                         ensemble (``ModelConfig.members`` > 1) holds each member's under
-                        ``members.<i>.``
+                        ``members.<i>.``; a base-relative folder (``save(base_relative=True)``,
+                        metadata ``csem_base_encoder``) only those that differ from that encoder's
     config.json         csem ModelConfig: mode, features, pooling, aspects with their scales,
                         head sizes, loss, and the encoder reference it was trained from
     encoder/            the encoder's transformers config and tokenizer files (no weights)
@@ -155,8 +156,9 @@ class EvaluationModel:
             base_relative: store only the weights that differ from the encoder ``config.encoder`` names
                 (e.g. the packaged ``minilm``), in float16; loading fills the rest from that encoder.
                 For students shipped inside csem (:mod:`csem.model.pretrained`): a MiniLM student with
-                its top 2 layers trained takes ~7 MB instead of ~90 MB. The float16 rounding moves
-                scores by about 1e-3 on a 1-5 scale.
+                its top 2 layers trained takes ~9 MB instead of ~90 MB. The float16 rounding moved the
+                scores of the shipped ``news-relevance-minilm`` by at most 0.009 (mean 0.0005) on its 1-5
+                scale over 300 test candidates (Spearman with the float32 scores 0.9999996).
         """
         from safetensors.torch import save_file
 
