@@ -97,6 +97,7 @@ def test_seed_ensemble_members_start_from_the_initial_student(tiny_encoder, trai
     model = train(train_records, "judge.quality", "ref-free", config=cfg,
                   train_config=TrainConfig(**{**TC, "max_epochs": 1}, init=str(initial)), label_range=(1, 5))
     assert len(model.members) == 2 and model.card["init"]["aspects"] == {"quality": "quality"}
+    assert model.card["init"]["from"] == str(initial)
 
 
 @pytest.fixture

@@ -346,7 +346,7 @@ def _initial(ref: "EvaluationModel | str | Path | None") -> EvaluationModel | No
 
 def _where(init: Any, tc: TrainConfig) -> str:
     """How the card and errors name the initial model."""
-    if init is None:
+    if init is None or (isinstance(init, EvaluationModel) and tc.init):  # a seed ensemble's member: tc names it
         return str(tc.init)
     return "a model passed to train()" if isinstance(init, EvaluationModel) else str(init)
 
