@@ -127,7 +127,17 @@ def test_cli_init_takes_the_architecture_and_errors_are_one_line(cli, tiny_encod
     assert res.exit_code == 2 and "no shipped student 'nope'" in res.output
     res = CliRunner().invoke(cli, common + ["--out", str(tmp_path / "bad"), "--init", str(initial),
                                             "--hidden-sizes", "16"])
-    assert res.exit_code == 2 and "hidden_sizes" in res.output and "Traceback" not in res.output
+    assert res.exit_code == 2 and "hidden_sizes" in res.output and str(initial) in res.output
+    assert "Traceback" not in res.output
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = CliRunner().invoke(cli, common + ["--out", str(tmp_path / "bad"), "--init", str(empty)])
+    assert res.exit_code == 2 and "no 'config.json'" in res.output and "Traceback" not in res.output
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text("{not json")
+    res = CliRunner().invoke(cli, common + ["--out", str(tmp_path / "bad"), "--init", str(broken)])
+    assert res.exit_code == 2 and "not a valid csem model config" in res.output
     assert not (tmp_path / "bad").exists()
 
 
@@ -166,3 +176,13 @@ def test_the_shipped_student_loads_from_the_package():
                                   ("The council approved a 40 million dollar bridge; work starts next spring.", "")],
                                  name="s")["metric.s.relevance"]
     assert 1.0 <= scores[1] < scores[0] <= 5.0
+    # loading filled the untrained lower layers from the packaged MiniLM and took the stored top layers
+    from csem.model.encoder import build_encoder
+
+    base = build_encoder("hf", "minilm", model.config.pooling).state_dict()
+    mine = model.module.encoder.state_dict()
+    lower = [k for k in base if ".layer.0." in k]
+    top = [k for k in base if ".layer.5." in k]
+    assert lower and top
+    assert all(torch.equal(mine[k], base[k]) for k in lower)
+    assert any(not torch.equal(mine[k], base[k]) for k in top)

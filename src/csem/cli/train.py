@@ -221,6 +221,12 @@ def _architecture_of(init: str | None) -> dict:
     from csem.model.evaluation_model import CONFIG
     from csem.model.pretrained import resolve
 
-    raw = json.loads((resolve(init) / CONFIG).read_text(encoding="utf-8"))
+    path = resolve(init) / CONFIG
+    if not path.is_file():
+        raise FileNotFoundError(f"{path.parent}: no '{CONFIG}' (is this a csem model folder written by `csem train`?)")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: not a valid csem model config: {exc}") from None
     keep = tuple(f for f in ARCHITECTURE_FIELDS if f != "mode") + ("loss", "max_length", "source_max_length")
     return {k: raw[k] for k in keep if k in raw}

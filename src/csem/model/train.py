@@ -223,10 +223,6 @@ def train(
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
     module = EvaluationModule(config, tc)
-    if start is not None:
-        diff = config.architecture_differences(start.config)
-        if diff:  # before any training time is spent
-            raise ValueError(f"the initial model ({_where(init, tc)}) has another architecture: " + "; ".join(diff))
     module.dev_records = list(dev_records) if dev_records else None
     module.preferences = preferences
     recs = list(records)
@@ -244,7 +240,12 @@ def train(
                            overlap=config.overlap_features and config.feature_set)
     if config.overlap_features:  # the lexical output term starts at a fit of the features alone
         module.init_overlap_heads(builder(recs))
-    started = module.warm_start(start.module) if start is not None else None
+    started = None
+    if start is not None:
+        try:
+            started = module.warm_start(start.module)
+        except ValueError as exc:  # name the initial model: the architecture check is warm_start's
+            raise ValueError(f"{_where(init, tc)}: {exc}") from None
     contrast_loader = None
     if contrast is None and tc.contrast_per_record and preferences is None:
         from csem.model.contrast import auto_pairs
