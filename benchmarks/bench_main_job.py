@@ -101,7 +101,7 @@ def judge_range(run_dir: Path) -> dict:
 
 def report(res: dict) -> str:
     m = res["meta"]
-    lines = [f"# The main job (`csem run {PIPELINE}`)\n",
+    lines = [f"# The main job (`csem run {res.get('pipeline', PIPELINE)}`)\n",
              f"{m['date']}; {m['cpu']['model']} ({m['cpu']['cores']} cores, AMX: {'yes' if m['cpu']['amx'] else 'no'}); "
              f"csem {m['versions']['csem']}, llama-cpp-python {m['versions']['llama_cpp_python']}, torch "
              f"{m['versions']['torch']}; this call: `{' '.join(res['command'])}`, {res['wall_seconds']:.0f} s wall, "
@@ -132,9 +132,11 @@ def main() -> None:
     ap = parser(__doc__, out="main_job", seed=None)
     ap.add_argument("--run-dir", type=Path, required=True)
     ap.add_argument("--from", dest="from_stage", default=None, help="re-run this stage and the later ones")
+    ap.add_argument("--pipeline", default=PIPELINE, help="another pipeline file (e.g. an earlier recipe of the "
+                    "main job, re-measured on a run folder's judged candidates with --from train)")
     args = ap.parse_args()
     setup(args)
-    cmd = ["csem", "run", PIPELINE, "--run-dir", str(args.run_dir)]
+    cmd = ["csem", "run", args.pipeline, "--run-dir", str(args.run_dir)]
     if args.from_stage:
         cmd += ["--from", args.from_stage]
     started = time.time()
@@ -160,7 +162,7 @@ def main() -> None:
                          "summary": st.get("summary")}
     agree = agreement(args.run_dir)
     res = {"meta": {"date": now(), "machine": machine(), "cpu": cpu(), "versions": versions()},
-           "command": cmd, "returncode": proc.returncode, "wall_seconds": wall,
+           "command": cmd, "pipeline": args.pipeline, "returncode": proc.returncode, "wall_seconds": wall,
            "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024,
            "stages": stages, "seeds": max((len(d.get("per_seed", {})) for d in agree.values()), default=0),
            "agreement": agree, "judge_range": judge_range(args.run_dir)}
