@@ -64,6 +64,7 @@ import bench_student_summeval as S
 
 STAGES = ("cv", "final", "ensemble", "gatecv", "sanity", "sanity_seeds", "ties", "speed")
 OLD = "no contrast pretraining (labels only)"
+WARM = "warm start from --init"
 #: the name this recipe had before contrast pretraining stopped being the default (rows dropped on --resume)
 STALE = "old default (no contrast pretraining)"
 RECIPES = {
@@ -74,7 +75,17 @@ RECIPES = {
          "contrast_pairs_per_batch": 8},
     # TrainConfig.average_tail: the weights of the last half of the steps averaged (tail averaging, SWA-style)
     "labels only, weights of the last half of the steps averaged": {"average_tail": 0.5},
+    # warm starts (TrainConfig.init, csem train --init) from the student given by --init; INIT is replaced by
+    # it. Made for a start that never saw SummEval: teacher_pool_student.py --exclude-dataset summeval (the
+    # teacher pool's 0.5B judge on news summaries of REALSumm, Newsroom and QAGS articles, no SummEval article)
+    WARM + ", csem train's other defaults (1 epoch at lr 1e-3)": {"init": "INIT"},
+    WARM + ", 3 epochs at lr 3e-4 (the main job's)": {"init": "INIT", "lr": 3e-4, "head_lr": 3e-4, "max_epochs": 3},
+    WARM + ", 3 epochs at lr 1e-4": {"init": "INIT", "lr": 1e-4, "head_lr": 1e-4, "max_epochs": 3},
 }
+#: the warm-start recipes' initial student (--init); without it the cv and final stages leave them out
+INIT: str | None = None
+#: the baseline row of the initial student scored as it is (its one aspect's score for every aspect)
+AS_IS = "the initial student as it is (--init, no SummEval label)"
 COLS = [f"judge.{a}" for a in ASPECTS]
 #: suffix of the rows that score the same models with the acceptability gate removed
 NO_GATE = " - without the acceptability gate (same models)"
@@ -87,13 +98,32 @@ def fit(train: list[dict], recipe: str | dict, seed: int, threads: int, members:
     ``csem train --members``)."""
     from csem.model import ModelConfig, TrainConfig, train as train_model
 
-    options = RECIPES[recipe] if isinstance(recipe, str) else recipe
+    options = dict(RECIPES[recipe] if isinstance(recipe, str) else recipe)
+    if options.get("init") == "INIT":
+        if not INIT:
+            raise SystemExit("a warm-start recipe needs --init (a student folder, e.g. from teacher_pool_student.py)")
+        options["init"] = INIT
     tc = TrainConfig(seed=seed, num_threads=threads, **{"contrast_per_record": 0, **options})
     t0 = time.perf_counter()
     model = train_model(train, COLS, "ref-free", config=ModelConfig(name="s", members=members), train_config=tc,
                         label_range=(1, 5),
                         judge="gpt-4-0314 (rts, Shen et al. 2023)")
     return model, time.perf_counter() - t0, (model.card.get("contrast") or {}).get("pairs", 0)
+
+
+def needs_init(name: str) -> bool:
+    return RECIPES[name].get("init") == "INIT"
+
+
+def as_is(recs: list[dict]) -> list[dict]:
+    """``recs`` scored by the initial student (--init) with no SummEval label: its only aspect's score
+    (``metric.s.<aspect>``) for every aspect."""
+    from csem.model import EvaluationModel
+
+    model = EvaluationModel.load(INIT)
+    (aspect,) = [spec.aspect for spec in model.config.labels]
+    res = model.score(recs, precision="fp32")
+    return [dict(r, **{f"metric.s.{a}": x.scores[aspect] for a in ASPECTS}) for r, x in zip(recs, res)]
 
 
 def score(model, recs: list[dict], precision: str = "fp32") -> list[dict]:
@@ -175,6 +205,9 @@ def stage_cv(b: Bench, train: list[dict]) -> None:
     for name in RECIPES:
         if name in res and len(res[name]["per_fold"]) == len(folds):
             continue
+        if needs_init(name) and not INIT:
+            log(f"cv: {name} left out (no --init)")
+            continue
         per = []
         for held in folds:
             tr = [r for r in train if r["system_id"] not in held]
@@ -195,6 +228,9 @@ def stage_cv(b: Bench, train: list[dict]) -> None:
         dv = [dict(r) for r in train if r["system_id"] in held]
         for n, row in S.lexical_baselines(tr, dv, human=lambda a: f"judge.{a}").items():
             base.setdefault(n, []).append(row["average"]["spearman"])
+        if INIT:
+            row = aspect_rows(as_is(dv), lambda a: f"metric.s.{a}", human=lambda a: f"judge.{a}")
+            base.setdefault(AS_IS, []).append(row["average"]["spearman"])
     cv["baselines"] = {n: statistics.fmean(v) for n, v in base.items()}
     best = max(res, key=lambda n: res[n]["label"])
     cv["chosen"] = best
@@ -236,7 +272,8 @@ def stage_final(b: Bench, train, test) -> None:
     seeds = [args.seed + 12 + k for k in range(args.seeds)]
     if args.split != "both":
         splits = {args.split: splits[args.split]}
-    names = [OLD if n == "old" else chosen(b) for n in args.final_recipes.split(",")]
+    names = [OLD if n == "old" else chosen(b) if n == "chosen" else list(RECIPES)[int(n)]
+             for n in args.final_recipes.split(",")]
     b.owned.update(names)
     b.splits.update(splits)
     for split, (tr, te) in splits.items():
@@ -249,6 +286,8 @@ def stage_final(b: Bench, train, test) -> None:
                 base[S.PRIOR] = S.row_of(te_p, "metric.prior")
             base.update(S.lexical_baselines(tr, te))
             rows["baselines"] = base
+        if INIT and AS_IS not in rows["baselines"]:
+            rows["baselines"][AS_IS] = S.row_of(as_is([dict(r) for r in te]), "metric.s")
             b.save()
         for name in names:
             rec = rows.setdefault(name, {"seeds": {}})
@@ -318,6 +357,8 @@ def stage_ensemble(b: Bench, train, test) -> None:
 
 
 def slug(name: str) -> str:
+    if needs_init(name):
+        return f"warm{list(RECIPES).index(name)}"
     return "old" if name == OLD else "contrast"
 
 
@@ -718,7 +759,11 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=3, help="speed stage: timed repeats (best kept)")
     ap.add_argument("--split", default="both", choices=["standard", "disjoint", "both"], help="final stage: which split")
-    ap.add_argument("--final-recipes", default="old,chosen", help="final stage: old and/or chosen")
+    ap.add_argument("--final-recipes", default="old,chosen",
+                    help="final stage: old, chosen and/or indices into RECIPES")
+    ap.add_argument("--init", default=None, help="the warm-start recipes' initial student (a model folder or "
+                    "package:NAME); never one trained on SummEval's articles (teacher_pool_student.py "
+                    "--exclude-dataset summeval)")
     ap.add_argument("--assume-chosen", default="", help="index into RECIPES to use as the chosen recipe before the "
                     "cv stage has finished (its final rows are kept only if the cv stage chooses the same)")
     ap.add_argument("--members", type=int, default=5, help="ensemble stage: students per seed ensemble")
@@ -726,6 +771,8 @@ def main() -> int:
     ap.add_argument("--models", type=Path, default=S.CACHE / "contrast_models")
     args = ap.parse_args()
     setup(args)
+    global INIT
+    INIT = args.init
     args.models.mkdir(parents=True, exist_ok=True)
     recs = summeval_llm_ratings(args.data_dir, judge="gpt-4-0314", method="rts")
     train, test = S.split_docs(recs, 0, 50), S.split_docs(recs, 50, 100)

@@ -10,6 +10,7 @@ the teacher on them is reported beside length (the baseline a within-article fig
 
 Run:  python benchmarks/teacher_pool_student.py --model-out /tmp/pool-student [--size 3876] [--extended
       --extension-form hf-bf16] [--recipe "top 2 layers, 3 epochs at lr 1e-4"] [--train-seed 12] [--ship NAME]
+      [--exclude-dataset summeval]
 Out:  the model folder (``--model-out``; with ``--ship NAME`` also the shipped ``package:NAME``) and ``benchmarks/results/teacher_pool_student.{json,md}``
 """
 
@@ -35,6 +36,18 @@ def describe(model, prov: dict, train: list[dict], recipe: str) -> None:
                            f"{', '.join(datasets)}; the pool's test articles were not trained on. Recipe: {recipe}.")
 
 
+def without_dataset(train: list[dict], dataset: str) -> tuple[list[dict], int]:
+    """``(kept, left_out)``: ``train`` without the candidates whose source article (the pool's article
+    key, which joins the same article across datasets) is an article of ``dataset``, in any split."""
+    sources, cands = tp.load_pool(extended=True)
+    article = {sid: s["article"] for sid, s in sources.items()}
+    banned = {article[c["source_id"]] for c in cands if c["dataset"] == dataset}
+    if not banned:
+        raise SystemExit(f"--exclude-dataset: no candidate of dataset '{dataset}' in the pool")
+    kept = [r for r in train if article[r["doc_id"]] not in banned]
+    return kept, len(train) - len(kept)
+
+
 def main() -> None:
     ap = parser(__doc__, out="teacher_pool_student", threads=2)
     ap.add_argument("--model-out", required=True, help="model folder to write")
@@ -44,6 +57,9 @@ def main() -> None:
     ap.add_argument("--recipe", default="top 2 layers, 3 epochs at lr 1e-4",
                     help="a recipe of bench_teacher_pool_cv.RECIPES")
     ap.add_argument("--train-seed", type=int, default=12)
+    ap.add_argument("--exclude-dataset", default=None, help="leave out every training candidate whose article "
+                    "is an article of this dataset (e.g. summeval: a start that has never seen SummEval's "
+                    "articles or summaries, for the SummEval student benchmark)")
     ap.add_argument("--ship", default=None, help="also save it, base-relative (float16, only what training "
                     "changed), as the shipped student package:NAME (src/csem/model/students/NAME)")
     args = ap.parse_args()
@@ -56,6 +72,10 @@ def main() -> None:
     col = f"judge.{prov['rubric']['aspect']}"
     test, train, prov = load(col, "", args.extended, args.extension_form)
     train = train[:args.size] if args.size else train
+    excluded = 0
+    if args.exclude_dataset:
+        train, excluded = without_dataset(train, args.exclude_dataset)
+        log(f"left out {excluded} training candidates on {args.exclude_dataset}'s articles")
     options = dict(RECIPES[args.recipe])
     model_options = options.pop("model", None)
     log(f"training on {len(train)} labels ({args.recipe}, seed {args.train_seed})")
@@ -73,6 +93,7 @@ def main() -> None:
     res = {"meta": {"date": now(), "machine": machine(), "threads": args.threads, "seed": args.train_seed,
                     "recipe": args.recipe, "options": RECIPES[args.recipe], "labels": len(train),
                     "extended": args.extended, "extension_form": args.extension_form,
+                    "excluded_dataset": args.exclude_dataset, "excluded_candidates": excluded,
                     "teacher": {"judge": prov["judge"], "rubric": prov["rubric"]["id"]},
                     "train_seconds": round(secs, 1), "model_out": args.model_out,
                     "sources": len({r["doc_id"] for r in train}),

@@ -32,3 +32,37 @@ def test_ensemble_table_puts_the_members_spread_beside_the_ensembles(bench):
     assert "## Seed ensembles of the default recipe" in text
     row = next(line for line in text.splitlines() if line.startswith("| disjoint"))
     assert row == "| disjoint | 5 | 3 | 0.300 ± 0.010 | 0.290-0.310 | 0.280 ± 0.030 | 0.240-0.320 | 0.020 |"
+
+
+def test_warm_start_recipes_need_init_and_get_their_own_model_folders(bench, monkeypatch):
+    warm = [n for n in bench.RECIPES if bench.needs_init(n)]
+    assert warm and not bench.needs_init(bench.OLD)
+    assert len({bench.slug(n) for n in warm}) == len(warm)  # one model folder per warm recipe
+    assert all(bench.slug(n) not in ("old", "contrast") for n in warm)
+    monkeypatch.setattr(bench, "INIT", None)
+    with pytest.raises(SystemExit, match="--init"):
+        bench.fit([], warm[0], 12, 1)
+
+
+@pytest.fixture(scope="module")
+def pool_student():
+    yield from load_benchmark("teacher_pool_student")
+
+
+def test_exclude_dataset_drops_every_candidate_on_that_datasets_articles(pool_student):
+    """On the committed teacher pool: no SummEval article is left, the pool's article key also drops the
+    other datasets' candidates on SummEval articles, and nothing else is dropped."""
+    import teacher_pool as tp
+
+    sources, cands = tp.load_pool()
+    article = {sid: s["article"] for sid, s in sources.items()}
+    summeval = {article[c["source_id"]] for c in cands if c["dataset"] == "summeval"}
+    train = [{"doc_id": c["source_id"], "dataset": c["dataset"]} for c in cands if c["split"] == "train"]
+    kept, dropped = pool_student.without_dataset(train, "summeval")
+    assert dropped == len(train) - len(kept) > 0
+    assert not [r for r in kept if r["dataset"] == "summeval" or article[r["doc_id"]] in summeval]
+    shared = [r for r in train if r["dataset"] != "summeval" and article[r["doc_id"]] in summeval]
+    assert shared  # REALSumm / QAGS candidates on SummEval articles exist and are dropped too
+    assert dropped == sum(r["dataset"] == "summeval" for r in train) + len(shared)
+    with pytest.raises(SystemExit, match="no candidate"):
+        pool_student.without_dataset(train, "no-such-dataset")
