@@ -65,7 +65,9 @@ def missing_outputs(run_dir: Path) -> list[str]:
 def agreement(run_dir: Path) -> dict:
     """aspect -> {mean, sd, min, max, per_seed (single students, ``seeds.json``), model (the run's
     student ``model/``, a seed ensemble where ``train.model.members`` > 1; ``meta.json``), baselines
-    (name -> value, ``baselines.json``)}: summary-level Spearman with the judge on the test articles."""
+    (name -> value, ``baselines.json``), model_ci ([low, high]: the 95% interval of ``model`` over resampled
+    test articles, ``meta.json``'s ``spearman_ci``; None for a run made before it was written)}:
+    summary-level Spearman with the judge on the test articles."""
     seeds = json.loads((run_dir / "seeds.json").read_text())
     out: dict = {}
     for seed, rows in seeds["per_seed"].items():
@@ -77,8 +79,9 @@ def agreement(run_dir: Path) -> dict:
         d.update(mean=statistics.fmean(vals), sd=statistics.stdev(vals) if len(vals) > 1 else None,
                  min=min(vals), max=max(vals))
     for r in json.loads((run_dir / "meta.json").read_text()):  # the run's own student (a seed ensemble or one)
-        if r["level"] == "summary" and r["scorer"] == "student" and r["aspect"] in out:
+        if r["level"] == "summary" and r["scorer"] == "student" and r["target"] == "judge" and r["aspect"] in out:
             out[r["aspect"]]["model"] = r["spearman"]
+            out[r["aspect"]]["model_ci"] = r.get("spearman_ci")  # 95%, held-out articles resampled
     base = run_dir / "baselines.json"
     for r in json.loads(base.read_text()) if base.exists() else []:
         if r["level"] == "summary":
@@ -105,7 +108,10 @@ def report(res: dict) -> str:
              f"{m['date']}; {m['cpu']['model']} ({m['cpu']['cores']} cores, AMX: {'yes' if m['cpu']['amx'] else 'no'}); "
              f"csem {m['versions']['csem']}, llama-cpp-python {m['versions']['llama_cpp_python']}, torch "
              f"{m['versions']['torch']}; this call: `{' '.join(res['command'])}`, {res['wall_seconds']:.0f} s wall, "
-             f"exit {res['returncode']}.\n"]
+             f"exit {res['returncode']}."
+             + (f" The full run of this folder: `{' '.join(res['full_run']['command'])}`, "
+                f"{res['full_run']['wall_seconds']:.0f} s wall ({res['full_run']['date']})." if res.get("full_run") else "")
+             + "\n"]
     rows = []
     for s in STAGES:
         st = res["stages"].get(s)
@@ -119,10 +125,13 @@ def report(res: dict) -> str:
     rows = []
     for a, d in res["agreement"].items():
         b = d.get("baselines", {})
-        rows.append([a, fmt(d.get("model")), f"{fmt(d['mean'])} +- {fmt(d['sd'])} ({fmt(d['min'])}-{fmt(d['max'])})",
+        ci = d.get("model_ci")
+        rows.append([a, fmt(d.get("model")), f"{fmt(ci[0])} to {fmt(ci[1])}" if ci else "",
+                     f"{fmt(d['mean'])} +- {fmt(d['sd'])} ({fmt(d['min'])}-{fmt(d['max'])})",
                      *(fmt(b.get(k)) for k in ("length", "extractiveness", "system prior"))])
-    lines.append(markdown_table(rows, ["aspect", "the run's student (model/)", "one student per seed, mean +- sd "
-                                       "(min-max)", "length", "extractiveness", "system prior"]))
+    lines.append(markdown_table(rows, ["aspect", "the run's student (model/)", "its 95% CI (test articles resampled)",
+                                       "one student per seed, mean +- sd (min-max)", "length", "extractiveness",
+                                       "system prior"]))
     rng = "; ".join(f"{a} {fmt(v['min'])}-{fmt(v['max'])} (sd {fmt(v['sd'])})" for a, v in res["judge_range"].items())
     lines.append(f"\nThe judge's scores: {rng}.")
     return "\n".join(lines) + "\n"
@@ -166,6 +175,13 @@ def main() -> None:
            "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024,
            "stages": stages, "seeds": max((len(d.get("per_seed", {})) for d in agree.values()), default=0),
            "agreement": agree, "judge_range": judge_range(args.run_dir)}
+    if args.from_stage:  # the earlier stages' call (the timed full run) stays on record beside this one
+        prev = Path(f"{args.out}.json")
+        prev = json.loads(prev.read_text()) if prev.exists() else {}
+        earlier = prev.get("full_run") or ({k: prev[k] for k in ("command", "wall_seconds")} | {"date": prev["meta"]["date"]}
+                                           if prev.get("command") and "--from" not in prev["command"] else None)
+        if earlier and str(args.run_dir) in earlier["command"]:
+            res["full_run"] = earlier
     write_results(args.out, res, report(res))
     log(f"wrote {args.out}.json / .md")
 

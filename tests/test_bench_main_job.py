@@ -22,7 +22,9 @@ def run_dir(tmp_path):
                        _row("relevance", "student", "summary", 0.5)],
                 "13": [_row("coherence", "student", "summary", 0.5), _row("relevance", "student", "summary", 0.3)]}
     (tmp_path / "seeds.json").write_text(json.dumps({"seeds": [12, 13], "per_seed": per_seed}))
-    (tmp_path / "meta.json").write_text(json.dumps([_row("coherence", "student", "summary", 0.65),
+    (tmp_path / "meta.json").write_text(json.dumps([{**_row("coherence", "student", "summary", 0.65),
+                                                     "spearman_ci": [0.3, 0.9]},
+                                                    {**_row("coherence", "student", "summary", 0.1), "target": "human"},
                                                     _row("coherence", "student", "dataset", 0.2)]))
     (tmp_path / "baselines.json").write_text(json.dumps([
         _row("coherence", "length", "summary", 0.8), _row("coherence", "length", "dataset", 0.2),
@@ -41,6 +43,7 @@ def test_agreement_reads_summary_level_rows_per_seed_and_baselines(bench, run_di
     assert (coh["min"], coh["max"]) == (0.5, 0.7)
     assert coh["baselines"] == {"length": 0.8}
     assert coh["model"] == 0.65 and "model" not in agree["relevance"]  # the run's own student (meta.json)
+    assert coh["model_ci"] == [0.3, 0.9]  # vs the judge, not the human row
     assert agree["relevance"]["baselines"] == {"system prior": 0.25}
 
 

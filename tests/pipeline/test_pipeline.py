@@ -83,6 +83,10 @@ def test_every_stage_writes_its_file(finished_run):
     assert state["annotate"]["summary"]["judged"] == len(labelled)
     report = (rd / "report.md").read_text()
     assert "Agreement on held-out sources" in report and "samples/s" in report
+    meta = json.loads((rd / "meta.json").read_text())  # each figure with its 95% interval over resampled sources
+    for r in meta:
+        assert r["spearman"] is None or -1 <= r["spearman_ci"][0] <= r["spearman_ci"][1] <= 1
+    assert "spearman 95% CI" in report
     base = json.loads((rd / "baselines.json").read_text())
     assert {r["scorer"] for r in base} == {"length", "extractiveness", "system prior"}
     assert {r["target"] for r in base} == {"judge"} and "Trivial baselines on the same held-out sources" in report

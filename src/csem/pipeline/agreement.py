@@ -14,6 +14,7 @@ import math
 import statistics
 
 from csem.data.columns import format_column, parse_column, score_columns
+from csem.meta.bootstrap import bootstrap_ci
 from csem.meta.correlation import METHODS, correlations
 
 
@@ -33,9 +34,19 @@ def student_col(records: list[dict], aspect: str) -> str:
 
 
 def agreement_table(records: list[dict], label_cols: list[str], *, human_cols: list[str] = (),
-                    levels: tuple[str, ...] = ("summary", "dataset")) -> list[dict]:
+                    levels: tuple[str, ...] = ("summary", "dataset"), bootstrap: int = 0,
+                    seed: int = 0) -> list[dict]:
     """Rows ``{aspect, scorer, target, level, spearman, kendall, pearson, n_groups, n_skipped,
     n_pairs, n_missing}`` for the student vs judge, student vs human and judge vs human.
+
+    Args:
+        bootstrap: with ``n`` > 0, each row also gets ``spearman_ci``: ``[low, high]``, the 95%
+            percentile interval of its Spearman over ``n`` resamples of the sources (documents drawn
+            with replacement, :func:`csem.meta.bootstrap_ci`; Deutsch, Dror & Roth 2021, "A Statistical
+            Analysis of Summarization Evaluation Metrics Using Resampling Methods"), None where no
+            resample gives a defined value. With a handful of held-out sources this interval, not the
+            point estimate, says what the figure can tell apart. ``seed``: the resampling seed (same
+            seed, same interval).
 
     Raises:
         KeyError: a label column has no matching student column.
@@ -49,8 +60,13 @@ def agreement_table(records: list[dict], label_cols: list[str], *, human_cols: l
         if human in human_cols or any(r.get(human) is not None for r in records):
             pairs += [("student", student_col(records, aspect), "human", human), ("judge", label, "human", human)]
         for scorer, xcol, target, ycol in pairs:
-            rows += _rows(aspect, scorer, target, [r.get(xcol) for r in records], [r.get(ycol) for r in records],
-                          groups, levels)
+            x, y = [r.get(xcol) for r in records], [r.get(ycol) for r in records]
+            new = _rows(aspect, scorer, target, x, y, groups, levels)
+            for row in new if bootstrap > 0 else ():
+                ci = bootstrap_ci(x, y, level=row["level"], method="spearman", groups=groups, n=bootstrap, seed=seed)
+                row["spearman_ci"] = (None if math.isnan(ci.low) or math.isnan(ci.high)
+                                      else [round(ci.low, 4), round(ci.high, 4)])
+            rows += new
     return rows
 
 

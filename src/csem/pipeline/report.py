@@ -49,6 +49,17 @@ def _html_table(rows: list[dict], cols: list[str]) -> str:
         for r in rows) + "</table>"
 
 
+#: the agreement table's columns (``meta.json`` rows; ``spearman 95% CI`` from their ``spearman_ci``)
+AGREEMENT_COLUMNS = ["aspect", "scorer", "target", "level", "spearman", "spearman 95% CI", "kendall", "pearson",
+                     "n_groups", "n_skipped", "n_pairs"]
+
+
+def _with_ci(rows: list[dict]) -> list[dict]:
+    """``meta.json`` rows with their ``spearman_ci`` written as ``low to high`` (empty where absent)."""
+    return [{**r, "spearman 95% CI": "" if not r.get("spearman_ci") else
+             f"{r['spearman_ci'][0]:.3f} to {r['spearman_ci'][1]:.3f}"} for r in rows]
+
+
 def _seed_rows(run_dir: Path, cfg) -> list[dict]:
     """Spearman and Kendall rows of ``seeds.json`` (per-seed values joined); empty without ``train.seeds``."""
     if not getattr(cfg.train, "seeds", None) or not (run_dir / "seeds.json").exists():
@@ -188,7 +199,7 @@ def _mrt_lines(cfg, state: dict) -> list[str]:
 def write_report(run_dir: Path, cfg, state: dict) -> list[Path]:
     """Write ``report.md`` and ``report.html`` (figures embedded) into ``run_dir``; return the paths."""
     run_dir = Path(run_dir)
-    meta = json.loads((run_dir / "meta.json").read_text())
+    meta = _with_ci(json.loads((run_dir / "meta.json").read_text()))
     col = state.get("collect", {}).get("summary", {})
     ann = state.get("annotate", {}).get("summary", {})
     sc = state.get("score", {}).get("summary", {})
@@ -224,11 +235,12 @@ def write_report(run_dir: Path, cfg, state: dict) -> list[Path]:
            if judged and judge_seconds else ""),
         "",
         "## Agreement on held-out sources",
-        markdown_table(meta, ["aspect", "scorer", "target", "level", "spearman", "kendall", "pearson", "n_groups",
-                              "n_skipped", "n_pairs"], missing=""),
+        markdown_table(meta, AGREEMENT_COLUMNS, missing=""),
         "",
         "Summary level: correlation within each source's candidates, averaged over sources (sources where a side "
-        "is constant are skipped and counted in n_skipped). Dataset level: all held-out pairs pooled. Kendall is tau-b.",
+        "is constant are skipped and counted in n_skipped). Dataset level: all held-out pairs pooled. Kendall is tau-b. "
+        "spearman 95% CI: the percentile interval of the Spearman over 1,000 resamples of the held-out sources "
+        "(sources drawn with replacement); with few sources it is wide, and a difference inside it is not evidence.",
         "",
     ]
     lines += _baseline_lines(run_dir)
@@ -255,7 +267,7 @@ def write_report(run_dir: Path, cfg, state: dict) -> list[Path]:
         elif line:
             body.append(f"<p>{html.escape(line)}</p>")
     cols = ["aspect", "scorer", "target", "level", "spearman", "kendall", "pearson", "n_groups", "n_skipped", "n_pairs"]
-    table = _html_table(meta, cols)
+    table = _html_table(meta, AGREEMENT_COLUMNS)
     if (run_dir / BASELINES_FILE).exists():
         table += ("<h2>Trivial baselines on the same held-out sources</h2>"
                   + _html_table(json.loads((run_dir / BASELINES_FILE).read_text()), cols))

@@ -15,7 +15,8 @@ compare       only with ``compare``: the judge compares      ``pairs.jsonl``
 train         train the student on training sources (iii)    ``model/``
 score         score every candidate with the student         ``scored.jsonl``
 meta_eval     student vs judge (and humans) on held-out      ``meta.json``,
-              sources; trivial baselines vs judge            ``baselines.json``
+              sources, with a 95% interval over resampled    ``baselines.json``
+              sources; trivial baselines vs judge
 seeds         only with ``train.seeds``: one student per     ``seeds.json``
               seed, the spread of its agreement
 rerank        only with ``rerank``: the student picks one    ``reranked.jsonl``,
@@ -81,6 +82,10 @@ from csem.data.records import read_records, write_records
 from csem.pipeline.config import STAGES, PipelineConfig, load_pipeline, resolve_path
 from csem.pipeline.folder import BASELINES_FILE, LABELLED, SCORED, RunFolder
 from csem.pipeline.state import RunState, fingerprint
+
+#: resamples of the held-out sources behind each agreement figure's 95% interval (``meta.json``'s
+#: ``spearman_ci``, :func:`csem.pipeline.agreement.agreement_table`)
+BOOTSTRAP = 1000
 
 console = Console(stderr=True)
 
@@ -343,7 +348,8 @@ class Pipeline:
 
         rows = self.folder.rows(SCORED)
         recs = [r for r in rows if r.get("split") == "test"]
-        table = agreement_table(recs, self.label_cols(), human_cols=self.cfg.human_cols)
+        # with a handful of held-out sources the 95% interval over resampled sources goes beside each figure
+        table = agreement_table(recs, self.label_cols(), human_cols=self.cfg.human_cols, bootstrap=BOOTSTRAP)
         write_json(self.run_dir / "meta.json", table)
         # what the student must beat: length, extractiveness, the system prior (no encoder at all)
         base = baseline_rows([r for r in rows if r.get("split") == "train"], recs, self.label_cols())
