@@ -115,7 +115,15 @@ def test_default_data_dir_env(monkeypatch, tmp_path, shared_data):
     shutil.copytree(shared_data / "summeval" / "original" / "llm_summeval", tmp_path / "summeval")
     assert len(load_dataset("summeval")) == 1200  # a folder of official files under CSEM_DATA
     monkeypatch.delenv("CSEM_DATA")
-    assert (default_data_dir() / "summeval" / "summeval.jsonl").exists()
+    monkeypatch.chdir(tmp_path)  # no ../shared/data beside the working directory: the checkout's neighbour
+    from csem.data.loaders._io import _repo_root
+
+    assert default_data_dir() == _repo_root().parent / "shared" / "data"
+    beside = tmp_path / "work"
+    (tmp_path / "shared" / "data").mkdir(parents=True)
+    beside.mkdir()
+    monkeypatch.chdir(beside)  # ../shared/data beside the working directory comes first
+    assert default_data_dir() == (tmp_path / "shared" / "data").resolve()
 
 
 def test_llm_ratings_gpt4_join_and_missing(shared_data):

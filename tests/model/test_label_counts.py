@@ -59,3 +59,17 @@ def test_rows_without_a_label_are_counted_in_output_and_card(tmp_path, train_rec
     assert card["training"]["labels"]["unlabelled_rows"] == 2
     assert card["training"]["labels"]["labelled"] == {"judge.quality": 14}
     assert "labels: 14 of 16 rows labelled; 2 without a label skipped" in (out / "metric_card.md").read_text()
+
+
+def test_an_undeclared_label_range_is_said_not_silent():
+    """Pure logic of csem.model.fit.training_set: without --label-range or annotate's provenance the scale
+    is inferred from the labels, and the notes csem train prints say so; declared or recorded, they do not."""
+    from csem.model.fit import training_set
+
+    recs = [{"source": "s", "candidate": f"c{i}", "judge.coherence": float(2 + i % 3)} for i in range(6)]
+    inferred = training_set(recs, "judge.coherence").notes
+    assert any("label range not declared" in n and "--label-range" in n for n in inferred)
+    assert not any("not declared" in n for n in training_set(recs, "judge.coherence", label_range=(1, 5)).notes)
+    prov = {"columns": {"judge.coherence": {"scale": [1, 5]}}}
+    recorded = training_set(recs, "judge.coherence", provenance=prov).notes
+    assert any("recorded by `csem annotate`" in n for n in recorded) and not any("not declared" in n for n in recorded)

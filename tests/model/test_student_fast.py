@@ -58,6 +58,7 @@ def test_train_layers_leaves_lower_layers_untouched(tiny_encoder, train_records)
     assert any(not torch.equal(before[k], after[k]) for k in upper)
     assert model.module.split_layer == 0 and not model.module._lower_cache  # released after training
     assert all(p.requires_grad for p in model.module.encoder.parameters())
+    assert model.card["training"]["epochs_run"] == 2  # counted without a dev set too (no validation history)
 
 
 def test_train_layers_out_of_range(tiny_encoder, train_records):

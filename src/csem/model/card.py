@@ -79,6 +79,7 @@ def build_card(
     rubric: str | None = None,
     notes: str | None = None,
     label_range_declared: bool = True,
+    epochs_run: int | None = None,
 ) -> dict:
     """The card as a JSON-ready dict (NaN correlations become null)."""
     import csem
@@ -119,7 +120,7 @@ def build_card(
             else None,
             "n_documents": len(docs) or None,
             "n_dev_records": len(dev_records) if dev_records else 0,
-            "epochs_run": len(history) or None,
+            "epochs_run": epochs_run if epochs_run is not None else (len(history) or None),
         },
         "validation": dict(validation) if validation else None,
         "validation_history": list(history),

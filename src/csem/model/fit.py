@@ -110,6 +110,10 @@ def training_set(records: Sequence[Mapping[str, Any]], label_col: str | Sequence
         ranges = {c: tuple(float(x) for x in prov["columns"][c]["scale"]) for c in label_cols}
         notes.append("label range from the rubric scale recorded by `csem annotate`: "
                      + ", ".join(f"{c} {lo:g}-{hi:g}" for c, (lo, hi) in ranges.items()))
+    elif not pairs and label_cols:
+        notes.append("label range not declared: inferred from the training labels' lowest and highest values "
+                     "(declare the rubric's scale with --label-range MIN,MAX / label_range=(MIN, MAX), or keep "
+                     "the .judge.json that `csem annotate` writes beside its output)")
     judge = judge or prov.get("judge")
     rubric = rubric or (",".join(prov["rubrics"]) if prov.get("rubrics") else None)
     multi = any(len(g) > 1 for g in groups)

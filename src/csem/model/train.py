@@ -315,7 +315,7 @@ def train(
     module.cpu().eval()
     card = build_card(config, tc, train_records=recs, dev_records=dev_records, validation=best_report,
                       history=module.history, judge=judge, rubric=rubric, notes=notes,
-                      label_range_declared=label_range is not None)
+                      label_range_declared=label_range is not None, epochs_run=trainer.current_epoch)
     if start is not None:
         card["init"] = {"from": _where(init, tc), "aspects": started,
                         "distilled_from": start.card.get("distilled_from"),
