@@ -58,3 +58,27 @@ def test_missing_outputs_names_what_the_run_folder_lacks(bench, run_dir):
     (run_dir / "state.json").write_text("{}")
     (run_dir / "seeds.json").unlink()
     assert bench.missing_outputs(run_dir) == ["seeds.json"]
+
+
+@pytest.fixture(scope="module")
+def reliability():
+    yield from load_benchmark("bench_main_job_reliability")
+
+
+def test_reliability_summary_is_a_per_article_spearman_with_its_interval(reliability):
+    """Pure logic on values written here: two articles, the second wording reversing one of them."""
+    x = [1, 2, 3, 1, 2, 3]
+    y = [1, 2, 3, 3, 2, 1]
+    groups = ["a", "a", "a", "b", "b", "b"]
+    s = reliability.summary(x, y, groups)
+    assert s["spearman"] == pytest.approx(0.0) and s["articles"] == 2 and s["pairs"] == 6
+    low, high = s["ci"]
+    assert low == pytest.approx(-1.0) and high == pytest.approx(1.0)  # resampling two articles: all, none or one
+    assert reliability.summary(x, x, groups)["ci"] == [pytest.approx(1.0), pytest.approx(1.0)]
+
+
+def test_reliability_refuses_a_folder_without_a_finished_run(reliability, tmp_path, monkeypatch):
+    monkeypatch.setattr("sys.argv", ["bench_main_job_reliability.py", "--run-dir", str(tmp_path),
+                                     "--out", str(tmp_path / "out")])
+    with pytest.raises(SystemExit, match="no candidates.jsonl"):
+        reliability.main()
