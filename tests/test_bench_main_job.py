@@ -82,3 +82,27 @@ def test_reliability_refuses_a_folder_without_a_finished_run(reliability, tmp_pa
                                      "--out", str(tmp_path / "out")])
     with pytest.raises(SystemExit, match="no candidates.jsonl"):
         reliability.main()
+
+
+@pytest.fixture(scope="module")
+def init_script():
+    yield from load_benchmark("main_job_init")
+
+
+def test_init_texts_are_whole_realsumm_training_articles_never_summeval(init_script):
+    """On the committed teacher pool: the initial student's texts are whole articles (every summary of
+    each), training split only, REALSumm only, no article that SummEval also has; seeded."""
+    import teacher_pool as tp
+
+    recs = init_script.select(200)
+    sources, cands = tp.load_pool()
+    article = {sid: s["article"] for sid, s in sources.items()}
+    summeval = {article[c["source_id"]] for c in cands if c["dataset"] == "summeval"}
+    pool = {c["id"]: c for c in cands}
+    assert len(recs) >= 200
+    assert all(pool[r["id"]]["split"] == "train" and pool[r["id"]]["dataset"] == "realsumm" for r in recs)
+    assert not {article[r["doc_id"]] for r in recs} & summeval
+    for sid in {r["doc_id"] for r in recs}:  # whole articles
+        want = {c["id"] for c in cands if c["source_id"] == sid and c["split"] == "train"}
+        assert {r["id"] for r in recs if r["doc_id"] == sid} == want
+    assert init_script.select(200) == recs and init_script.select(200, seed=1) != recs
