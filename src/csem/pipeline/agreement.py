@@ -17,6 +17,10 @@ from csem.data.columns import format_column, parse_column, score_columns
 from csem.meta.bootstrap import bootstrap_ci
 from csem.meta.correlation import METHODS, correlations
 
+#: resamples of the held-out sources behind each agreement figure's 95% interval in a run's ``meta.json``
+#: (``spearman_ci``; the pipeline's meta_eval stage passes it to :func:`agreement_table`)
+BOOTSTRAP = 1000
+
 
 def aspect_of(col: str) -> str:
     """``judge.coherence`` -> ``coherence`` (a name outside the column grammar is its own aspect)."""

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 from csem.data.records import read_records
-from csem.pipeline.agreement import aspect_of, student_col
+from csem.pipeline.agreement import BOOTSTRAP, aspect_of, student_col
 from csem.pipeline.folder import BASELINES_FILE
 from csem.report.plots import plot_scatter, plot_training_curve
 from csem.report.tables import markdown_table
@@ -239,7 +239,7 @@ def write_report(run_dir: Path, cfg, state: dict) -> list[Path]:
         "",
         "Summary level: correlation within each source's candidates, averaged over sources (sources where a side "
         "is constant are skipped and counted in n_skipped). Dataset level: all held-out pairs pooled. Kendall is tau-b. "
-        "spearman 95% CI: the percentile interval of the Spearman over 1,000 resamples of the held-out sources "
+        f"spearman 95% CI: the percentile interval of the Spearman over {BOOTSTRAP:,} resamples of the held-out sources "
         "(sources drawn with replacement); with few sources it is wide, and a difference inside it is not evidence.",
         "",
     ]

@@ -83,10 +83,6 @@ from csem.pipeline.config import STAGES, PipelineConfig, load_pipeline, resolve_
 from csem.pipeline.folder import BASELINES_FILE, LABELLED, SCORED, RunFolder
 from csem.pipeline.state import RunState, fingerprint
 
-#: resamples of the held-out sources behind each agreement figure's 95% interval (``meta.json``'s
-#: ``spearman_ci``, :func:`csem.pipeline.agreement.agreement_table`)
-BOOTSTRAP = 1000
-
 console = Console(stderr=True)
 
 
@@ -344,7 +340,7 @@ class Pipeline:
         return {"rows": len(recs), "seconds": seconds, "samples_per_second": len(recs) / max(seconds, 1e-9)}
 
     def meta_eval(self) -> dict:
-        from csem.pipeline.agreement import agreement_table, baseline_rows
+        from csem.pipeline.agreement import BOOTSTRAP, agreement_table, baseline_rows
 
         rows = self.folder.rows(SCORED)
         recs = [r for r in rows if r.get("split") == "test"]
