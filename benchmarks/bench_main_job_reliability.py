@@ -87,7 +87,7 @@ def main() -> None:
                           "second_form_seconds": round(seconds, 1), "second_form_file": str(labelled)},
                  "aspects": {}}
     for aspect, rubric in SECOND.items():
-        a_col, b_col = f"judge.{aspect}", f"judge.{aspect}"
+        a_col = b_col = f"judge.{aspect}"  # the same column name, read from the two labelled files
         rows = [r for r in scored if r.get(a_col) is not None and second.get(r["id"], {}).get(b_col) is not None]
         missing = sum(1 for r in scored if second.get(r["id"], {}).get(b_col) is None)
         test = [r for r in rows if r.get("split") == "test"]

@@ -43,11 +43,10 @@ def select(size: int, seed: int = 0) -> list[dict]:
     articles in a ``seed``-shuffled order, until at least ``size`` candidates; records with ``id``,
     ``doc_id`` (the pool's source id), ``system_id``, ``source``, ``candidate``."""
     sources, cands = tp.load_pool()
-    article = {sid: s["article"] for sid, s in sources.items()}
-    summeval = {article[c["source_id"]] for c in cands if c["dataset"] == "summeval"}
+    summeval = tp.articles_of("summeval", sources, cands)
     by: dict[str, list[dict]] = collections.defaultdict(list)
     for c in cands:
-        if c["split"] == "train" and c["dataset"] == DATASET and article[c["source_id"]] not in summeval:
+        if c["split"] == "train" and c["dataset"] == DATASET and sources[c["source_id"]]["article"] not in summeval:
             by[c["source_id"]].append(c)
     order = sorted(by)
     random.Random(seed).shuffle(order)

@@ -329,6 +329,12 @@ def load_pool(form: str = "", extended: bool = False) -> tuple[dict[str, dict], 
     return sources, cands
 
 
+def articles_of(dataset: str, sources: dict[str, dict], cands: list[dict]) -> set[str]:
+    """The article keys (``sources.jsonl.gz``'s ``article``, which joins the same article across datasets)
+    of every candidate of ``dataset``, in any split: what a start kept clean for that dataset must not read."""
+    return {sources[c["source_id"]]["article"] for c in cands if c["dataset"] == dataset}
+
+
 def n_chunks(form: str = "", extension: bool = False) -> int:
     cands = extension_todo() if extension else load_pool(form)[1]
     return (len(cands) + CHUNK - 1) // CHUNK

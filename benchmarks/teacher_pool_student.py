@@ -40,11 +40,10 @@ def without_dataset(train: list[dict], dataset: str) -> tuple[list[dict], int]:
     """``(kept, left_out)``: ``train`` without the candidates whose source article (the pool's article
     key, which joins the same article across datasets) is an article of ``dataset``, in any split."""
     sources, cands = tp.load_pool(extended=True)
-    article = {sid: s["article"] for sid, s in sources.items()}
-    banned = {article[c["source_id"]] for c in cands if c["dataset"] == dataset}
+    banned = tp.articles_of(dataset, sources, cands)
     if not banned:
         raise SystemExit(f"--exclude-dataset: no candidate of dataset '{dataset}' in the pool")
-    kept = [r for r in train if article[r["doc_id"]] not in banned]
+    kept = [r for r in train if sources[r["doc_id"]]["article"] not in banned]
     return kept, len(train) - len(kept)
 
 
