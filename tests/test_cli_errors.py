@@ -81,3 +81,30 @@ def test_collect_output_checked_first_and_empty_sources(tmp_path):
     code, out = _invoke("collect", "--sources", tmp_path / "e.jsonl", "--generator", f"llama-cpp:{tmp_path}/no.gguf",
                         "--out", tmp_path / "o.jsonl")
     assert code == 2 and "no sources" in out, out
+
+
+def test_command_summary_first_sentence_one_line():
+    from csem.cli import command_summary
+
+    doc = """Sample candidates per source (top-k 50 by default), add the reference,
+    and write one row per candidate. Samples are requested concurrently.
+
+    Second paragraph."""
+    assert command_summary(doc) == ("Sample candidates per source (top-k 50 by default), add the reference, "
+                                    "and write one row per candidate.")
+    assert command_summary("Score records with a learned metric.") == "Score records with a learned metric."
+    assert command_summary("No full stop\nat the end") == "No full stop at the end"
+    # a full stop inside a sentence (an equation number, a version) does not end it
+    assert command_summary("MRT (Eq. 12) + MLE. More.") == "MRT (Eq. 12) + MLE."
+
+
+def test_help_lists_each_command_on_its_sentence():
+    """``csem --help``: each command's summary is its first sentence, not the docstring's hard-wrapped
+    first paragraph (which rich printed line by line, breaking sentences mid-way)."""
+    _load_commands()
+    out = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "100", "TERMINAL_WIDTH": "100"}).output
+    flat = " ".join(line.strip("│ ").strip() for line in out.splitlines())
+    flat = " ".join(flat.split())
+    assert "add the reference, and write one candidate per row with its provenance." in flat
+    assert "Samples are requested concurrently" not in flat  # the second sentence stays in `csem collect --help`
+    assert all(info.short_help and "\n" not in info.short_help for info in app.registered_commands)

@@ -21,7 +21,9 @@ traceback, for every command)
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
+import re
 import sys
 import traceback
 from typing import Optional
@@ -143,6 +145,18 @@ def _load_commands() -> None:
         except ModuleNotFoundError as exc:
             if exc.name != f"csem.cli.{name}":
                 raise
+    for info in app.registered_commands:
+        if info.short_help is None:
+            info.short_help = command_summary(info.help or inspect.getdoc(info.callback) or "")
+
+
+def command_summary(doc: str) -> str:
+    """The one-line summary ``csem --help`` lists for a command: the first sentence of its docstring's
+    first paragraph, its line breaks joined (rich keeps a docstring's hard line breaks in the command
+    list, which wrapped every long first paragraph mid-sentence)."""
+    first = " ".join(inspect.cleandoc(doc).split("\n\n", 1)[0].split())
+    sentence = re.match(r".+?[.!?](?=\s+[A-Z(`]|$)", first)
+    return sentence.group(0) if sentence else first
 
 
 def fail(message: object, code: int = 2) -> typer.Exit:
