@@ -65,6 +65,7 @@ import bench_student_summeval as S
 STAGES = ("cv", "final", "ensemble", "gatecv", "sanity", "sanity_seeds", "ties", "speed")
 OLD = "no contrast pretraining (labels only)"
 WARM = "warm start from --init"
+NOVELTY = "labels only, novelty features (the overlap features without the length)"
 #: the name this recipe had before contrast pretraining stopped being the default (rows dropped on --resume)
 STALE = "old default (no contrast pretraining)"
 RECIPES = {
@@ -81,6 +82,12 @@ RECIPES = {
     WARM + ", csem train's other defaults (1 epoch at lr 1e-3)": {"init": "INIT"},
     WARM + ", 3 epochs at lr 3e-4 (the main job's)": {"init": "INIT", "lr": 3e-4, "head_lr": 3e-4, "max_epochs": 3},
     WARM + ", 3 epochs at lr 1e-4": {"init": "INIT", "lr": 1e-4, "head_lr": 1e-4, "max_epochs": 3},
+    # ModelConfig.feature_set = "novelty": the overlap features without the length (a "model" entry holds
+    # ModelConfig fields): the linear term cannot weigh the training systems' lengths
+    NOVELTY: {"model": {"feature_set": "novelty"}},
+    NOVELTY + ", contrast pretraining + mixing as above": {
+        "model": {"feature_set": "novelty"}, "contrast_per_record": 1, "contrast_max_pairs": 400,
+        "contrast_epochs": 1, "contrast_mix": 0.5, "contrast_pairs_per_batch": 8},
 }
 #: the warm-start recipes' initial student (--init); without it the cv and final stages leave them out
 INIT: str | None = None
@@ -89,23 +96,27 @@ AS_IS = "the initial student as it is (--init, no SummEval label)"
 COLS = [f"judge.{a}" for a in ASPECTS]
 #: suffix of the rows that score the same models with the acceptability gate removed
 NO_GATE = " - without the acceptability gate (same models)"
+#: the key of ``final`` holding the system-disjoint split's systems ({"train": [...], "test": [...]})
+SYSTEMS = "disjoint_systems"
 
 
 def fit(train: list[dict], recipe: str | dict, seed: int, threads: int, members: int = 1):
     """Train csem train's recipe with the contrast settings of ``recipe`` (a name of :data:`RECIPES`, or
-    TrainConfig fields; pairs made from ``train`` itself by csem.model.contrast.auto_pairs, as
-    ``csem train --contrast-per-record`` does); ``members`` > 1: a seed ensemble (seeds seed..seed+members-1,
-    ``csem train --members``)."""
+    TrainConfig fields, and under ``"model"`` ModelConfig fields; pairs made from ``train`` itself by
+    csem.model.contrast.auto_pairs, as ``csem train --contrast-per-record`` does); ``members`` > 1: a seed
+    ensemble (seeds seed..seed+members-1, ``csem train --members``)."""
     from csem.model import ModelConfig, TrainConfig, train as train_model
 
     options = dict(RECIPES[recipe] if isinstance(recipe, str) else recipe)
+    model_options = options.pop("model", {})
     if options.get("init") == "INIT":
         if not INIT:
             raise SystemExit("a warm-start recipe needs --init (a student folder, e.g. from teacher_pool_student.py)")
         options["init"] = INIT
     tc = TrainConfig(seed=seed, num_threads=threads, **{"contrast_per_record": 0, **options})
     t0 = time.perf_counter()
-    model = train_model(train, COLS, "ref-free", config=ModelConfig(name="s", members=members), train_config=tc,
+    model = train_model(train, COLS, "ref-free", config=ModelConfig(name="s", members=members, **model_options),
+                        train_config=tc,
                         label_range=(1, 5),
                         judge="gpt-4-0314 (rts, Shen et al. 2023)")
     return model, time.perf_counter() - t0, (model.card.get("contrast") or {}).get("pairs", 0)
@@ -154,6 +165,7 @@ class Bench:
         self.splits: set[str] = set()  # final-stage splits this process runs
         self.touched: set[str] = set()  # top-level keys this process writes (the others are re-read)
         self.skipped: list[str] = []  # what a stage could not do (missing models): the run exits non-zero
+        self.touched_final: set[str] = set()  # entries of "final" besides the splits this process writes
 
     def skip(self, why: str) -> None:
         """Record (and log) work a stage could not do."""
@@ -172,9 +184,12 @@ class Bench:
             disk = json.loads(js.read_text()) if js.exists() else {}
             merged = {**disk, **{k: self.data[k] for k in self.touched | {"meta"} if k != "final"}}
             final = disk.get("final", {})
+            if SYSTEMS in self.touched_final and final.get(SYSTEMS) != self.data["final"].get(SYSTEMS):
+                final.pop("disjoint", None)  # rows of another system-disjoint split (see stage_final)
             for split, rows in self.data.get("final", {}).items():
-                if not isinstance(rows, dict):
-                    final[split] = rows
+                if split == SYSTEMS or not isinstance(rows, dict):  # the split's systems, not a split
+                    if split in self.touched_final:
+                        final[split] = rows
                     continue
                 if split not in self.splits:  # another process may be running that split
                     continue
@@ -202,24 +217,30 @@ def stage_cv(b: Bench, train: list[dict]) -> None:
         cv.clear()
     cv["folds"] = folds
     res = cv.setdefault("recipes", {})
-    for name in RECIPES:
-        if name in res and len(res[name]["per_fold"]) == len(folds):
+    seeds = [args.seed + k for k in range(args.cv_seeds)]
+    wanted = [list(RECIPES)[int(i)] for i in args.cv_recipes.split(",")] if args.cv_recipes else list(RECIPES)
+    for name in wanted:
+        if name in res and len(res[name]["per_fold"]) == len(folds) * len(seeds):
             continue
         if needs_init(name) and not INIT:
             log(f"cv: {name} left out (no --init)")
             continue
         per = []
-        for held in folds:
-            tr = [r for r in train if r["system_id"] not in held]
-            dv = [dict(r) for r in train if r["system_id"] in held]
-            model, secs, n_pairs = fit(tr, name, args.seed, args.threads)
-            sc = score(model, dv)
-            per.append({"held": held, "label": aspect_rows(sc, lambda a: f"metric.s.{a}", human=lambda a: f"judge.{a}")["average"]["spearman"],
-                        "human": aspect_rows(sc, lambda a: f"metric.s.{a}")["average"]["spearman"],
-                        "train_s": secs, "pairs": n_pairs})
-            log(f"cv {name} held {held}: labels {per[-1]['label']:.3f} experts {per[-1]['human']:.3f} ({secs:.0f} s)")
+        for seed in seeds:
+            for held in folds:
+                tr = [r for r in train if r["system_id"] not in held]
+                dv = [dict(r) for r in train if r["system_id"] in held]
+                model, secs, n_pairs = fit(tr, name, seed, args.threads)
+                sc = score(model, dv)
+                per.append({"held": held, "seed": seed,
+                            "label": aspect_rows(sc, lambda a: f"metric.s.{a}", human=lambda a: f"judge.{a}")["average"]["spearman"],
+                            "human": aspect_rows(sc, lambda a: f"metric.s.{a}")["average"]["spearman"],
+                            "train_s": secs, "pairs": n_pairs})
+                log(f"cv {name} seed {seed} held {held}: labels {per[-1]['label']:.3f} experts {per[-1]['human']:.3f} "
+                    f"({secs:.0f} s)")
         res[name] = {"per_fold": per, "label": statistics.fmean(p["label"] for p in per),
-                     "human": statistics.fmean(p["human"] for p in per)}
+                     "human": statistics.fmean(p["human"] for p in per),
+                     "label_per_seed": [statistics.fmean(p["label"] for p in per if p["seed"] == sd) for sd in seeds]}
         b.save()
     # baselines inside the same folds
     base = {}
@@ -252,13 +273,11 @@ def chosen(b: Bench) -> str:
     return (b.data.get("cv") or {}).get("chosen") or list(RECIPES)[1]
 
 
-def splits_of(train: list[dict], test: list[dict], seed: int) -> tuple[dict, dict]:
+def splits_of(train: list[dict], test: list[dict]) -> tuple[dict, dict]:
     """``({"standard": (train, test), "disjoint": (train rows of 6 systems, test rows of the other 6)},
-    {"train": systems, "test": systems})``: the two splits of ``bench_student_summeval.py``."""
-    systems = sorted({r["system_id"] for r in train}, key=lambda s: int(s.lstrip("M")))
-    rng = random.Random(seed)
-    rng.shuffle(systems)
-    a_sys, b_sys = sorted(systems[:6]), sorted(systems[6:])
+    {"train": systems, "test": systems})``: the two splits of ``bench_student_summeval.py`` (the disjoint
+    one from :func:`student_stages.common.disjoint_systems`, whatever ``--seed`` is)."""
+    a_sys, b_sys = S.disjoint_systems(train)
     return ({"standard": (train, test),
              "disjoint": ([r for r in train if r["system_id"] in a_sys], [r for r in test if r["system_id"] in b_sys])},
             {"train": a_sys, "test": b_sys})
@@ -266,9 +285,15 @@ def splits_of(train: list[dict], test: list[dict], seed: int) -> tuple[dict, dic
 
 def stage_final(b: Bench, train, test) -> None:
     args = b.args
-    splits, systems = splits_of(train, test, args.seed)
+    splits, systems = splits_of(train, test)
     fin = b.data["final"]
-    fin["disjoint_systems"] = systems
+    if fin.get(SYSTEMS) != systems and "disjoint" in splits and (args.split in ("both", "disjoint")):
+        # rows of another system-disjoint split (runs before 7 December 2026 drew it with --seed 0, not the
+        # student benchmark's split): never mixed with this one's
+        if fin.pop("disjoint", None):
+            log(f"final: the disjoint rows on file were trained on another split; dropped (now {systems})")
+    fin[SYSTEMS] = systems
+    b.touched_final.add(SYSTEMS)
     seeds = [args.seed + 12 + k for k in range(args.seeds)]
     if args.split != "both":
         splits = {args.split: splits[args.split]}
@@ -326,7 +351,7 @@ def stage_ensemble(b: Bench, train, test) -> None:
     the final stage's seeds), each scored as one model (the mean of its members' scores) and each member
     alone (the spread of single students beside the spread of ensembles)."""
     args = b.args
-    splits, _ = splits_of(train, test, args.seed)
+    splits, systems = splits_of(train, test)
     if args.split != "both":
         splits = {args.split: splits[args.split]}
     k, name = args.members, default_recipe()
@@ -334,8 +359,10 @@ def stage_ensemble(b: Bench, train, test) -> None:
     out = b.data.setdefault("ensemble", {})
     for split, (tr, te) in splits.items():
         rec = out.setdefault(split, {"recipe": name, "members": k, "groups": {}})
-        if rec.get("members") != k or rec.get("recipe") != name:
-            rec.update(recipe=name, members=k, groups={})
+        on = systems if split == "disjoint" else None
+        if rec.get("members") != k or rec.get("recipe") != name or rec.get("systems") != on:
+            rec.clear()  # another recipe, size or system-disjoint split (see stage_final): trained anew
+            rec.update(recipe=name, members=k, groups={}, systems=on)
         for g in range(args.ensembles):
             first = args.seed + 12 + g * k
             if str(first) in rec["groups"]:
@@ -667,11 +694,15 @@ def render(d: dict) -> list[str]:
                        for st, v in (d["meta"].get("stage_runs") or {}).items()), ""]
     cv = d.get("cv") or {}
     if cv.get("recipes"):
-        lines += ["## Recipe choice: systems held out, training documents only (3 folds, one seed)", "",
-                  markdown_table([[n, fmt(r["label"]), fmt(r["human"]), fmt(statistics.fmean(p["train_s"] for p in r["per_fold"]), 0)]
+        n_seeds = max(len(r.get("label_per_seed") or [0]) for r in cv["recipes"].values())
+        lines += [f"## Recipe choice: systems held out, training documents only (3 folds, "
+                  f"{'one seed' if n_seeds == 1 else f'{n_seeds} seeds'})", "",
+                  markdown_table([[n, fmt(r["label"]), ", ".join(fmt(v) for v in r.get("label_per_seed") or []),
+                                   fmt(r["human"]), fmt(statistics.fmean(p["train_s"] for p in r["per_fold"]), 0)]
                                   for n, r in cv["recipes"].items()]
-                                 + [[n, fmt(v), "", ""] for n, v in (cv.get("baselines") or {}).items()],
-                                 ["recipe", "Spearman vs GPT-4 labels", "vs experts", "train s / fold"]), "",
+                                 + [[n, fmt(v), "", "", ""] for n, v in (cv.get("baselines") or {}).items()],
+                                 ["recipe", "Spearman vs GPT-4 labels", "per seed (mean over folds)", "vs experts",
+                                  "train s / fold"]), "",
                   f"Chosen: **{cv.get('chosen')}**.", ""]
     for split in ("standard", "disjoint"):
         rows = (d.get("final") or {}).get(split)
@@ -766,6 +797,9 @@ def main() -> int:
                     "--exclude-dataset summeval)")
     ap.add_argument("--assume-chosen", default="", help="index into RECIPES to use as the chosen recipe before the "
                     "cv stage has finished (its final rows are kept only if the cv stage chooses the same)")
+    ap.add_argument("--cv-recipes", default="", help="cv stage: indices into RECIPES, comma separated (default: all)")
+    ap.add_argument("--cv-seeds", type=int, default=1, help="cv stage: seeds per recipe (--seed, --seed + 1, ...); "
+                    "each recipe's figure is the mean over seeds and folds, paired by seed")
     ap.add_argument("--members", type=int, default=5, help="ensemble stage: students per seed ensemble")
     ap.add_argument("--ensembles", type=int, default=3, help="ensemble stage: seed ensembles per split (disjoint seeds)")
     ap.add_argument("--models", type=Path, default=S.CACHE / "contrast_models")

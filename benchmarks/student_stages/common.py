@@ -3,6 +3,7 @@ trivial baselines (through :mod:`csem.baselines`), training and the benchmark's 
 
 from __future__ import annotations
 
+import random
 import time
 from pathlib import Path
 
@@ -54,6 +55,19 @@ RECIPES: dict[str, tuple[dict, dict]] = {
     "frozen encoder (head only), mse+pairwise, lexical features, batch 12": recipe(1e-3, overlap="lexical", batch=12, layers=0),
     "bi-encoder, top 2 layers, mse, lr 1e-3, lexical features, batch 12": recipe(1e-3, loss="mse", overlap="lexical", batch=12),
 }
+
+
+#: the seed of the system-disjoint split (:func:`disjoint_systems`): train M14 M20 M22 M23 M8 M9, test M10 M11
+#: M12 M13 M15 M17, the split issue 24's targets name; every student benchmark uses it, whatever its --seed
+DISJOINT_SEED = 12
+
+
+def disjoint_systems(records: list[dict]) -> tuple[list[str], list[str]]:
+    """``(training systems, test systems)`` of the system-disjoint split: the records' systems in numeric
+    order, shuffled by ``random.Random(DISJOINT_SEED)``, the first 6 for training, the other 6 for testing."""
+    systems = sorted({r["system_id"] for r in records}, key=lambda s: int(s.lstrip("M")))
+    random.Random(DISJOINT_SEED).shuffle(systems)
+    return sorted(systems[:6]), sorted(systems[6:])
 
 
 def split_docs(records: list[dict], lo: int, hi: int) -> list[dict]:
@@ -109,25 +123,29 @@ TIE = 0.001  # held-out Spearman differences below this are ties
 
 EXTRACTIVE = "extractiveness (share of the summary's trigrams found in the source)"
 OVERLAP_LS = "overlap features alone (least squares on GPT-4 labels: novel 1-3-gram shares, repetition, length)"
+NOVELTY_LS = "novelty features alone (least squares on GPT-4 labels: the overlap features without the length)"
 LEXICAL_MLP = ("lexical features alone (the student's pre-fitted feature MLP on GPT-4 labels, no encoder: "
                "fragments, positions, surface form)")
 
 
 def lexical_baselines(train, test, suffix: str = "", human=lambda a: f"human.{a}") -> dict:
     """Trivial lexical baselines that could explain an overlap-feature student (:mod:`csem.baselines`):
-    extractiveness, a per-aspect least-squares fit of the student's overlap features alone to the
-    training GPT-4 labels, and the lexical student's feature MLP alone; ``{row name + suffix: aspect_rows}``
+    extractiveness, a per-aspect least-squares fit of the student's overlap features alone (and of the
+    novelty set: the same without the length) to the training GPT-4 labels, and the lexical student's feature MLP alone; ``{row name + suffix: aspect_rows}``
     against ``human(aspect)``."""
     from csem.baselines import extractiveness, lexical_mlp, overlap_least_squares
 
     cols = [f"judge.{a}" for a in ASPECTS]
     ls = overlap_least_squares(train, test, cols)
+    nov = overlap_least_squares(train, test, cols, feature_set="novelty")
     mlp = lexical_mlp(train, test, cols, label_range=(1, 5), seed=12)
     te = [dict(r, **{"metric.extractive": e}, **{f"metric.ls.{a}": ls[f"judge.{a}"][i] for a in ASPECTS},
+               **{f"metric.nov.{a}": nov[f"judge.{a}"][i] for a in ASPECTS},
                **{f"metric.lexmlp.{a}": mlp[f"judge.{a}"][i] for a in ASPECTS})
           for i, (r, e) in enumerate(zip(test, extractiveness(test)))]
     return {EXTRACTIVE + suffix: aspect_rows(te, lambda a: "metric.extractive", human=human),
             OVERLAP_LS + suffix: aspect_rows(te, lambda a: f"metric.ls.{a}", human=human),
+            NOVELTY_LS + suffix: aspect_rows(te, lambda a: f"metric.nov.{a}", human=human),
             LEXICAL_MLP + suffix: aspect_rows(te, lambda a: f"metric.lexmlp.{a}", human=human)}
 
 

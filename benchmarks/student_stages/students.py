@@ -3,12 +3,11 @@ documents), ``disjoint`` (the system-disjoint split) and ``curve`` (learning cur
 
 from __future__ import annotations
 
-import random
 import time
 
 from harness import ASPECTS, log
 
-from .common import (RECIPES, TEACHER, Bench, configs, cv_epochs, lexical_baselines, row_of, split_docs,
+from .common import (RECIPES, TEACHER, Bench, configs, cv_epochs, disjoint_systems, lexical_baselines, row_of, split_docs,
                      student_name, train_student, update_verdict)
 
 
@@ -58,10 +57,7 @@ def stage_students(b: Bench, train, test) -> None:
 def stage_disjoint(b: Bench, train, test) -> None:
     """6 systems (seeded) train, the other 6 test: baselines and students; ``b.data["disjoint"]``."""
     args = b.args
-    systems = sorted({r["system_id"] for r in train}, key=lambda s: int(s.lstrip("M")))
-    rng = random.Random(args.seed)
-    rng.shuffle(systems)
-    a_sys, b_sys = sorted(systems[:6]), sorted(systems[6:])
+    a_sys, b_sys = disjoint_systems(train)
     tr = [r for r in train if r["system_id"] in a_sys]
     te = [dict(r) for r in test if r["system_id"] in b_sys]
     d = b.data["disjoint"]

@@ -99,6 +99,24 @@ def test_overlap_least_squares_matches_numpy_and_recovers_a_linear_label():
     assert spearmanr(out["judge.q"], [r["judge.q"] for r in test])[0] > 0.9
 
 
+def test_overlap_least_squares_novelty_set_leaves_the_length_out():
+    """``feature_set="novelty"``: the fit on the 4 features without the length; a label that is the length
+    alone is then not recovered, while the ``overlap`` fit recovers it exactly."""
+    train, test = _records(40, 0), _records(20, 1)
+    for i, r in enumerate(train + test):  # lengths 20-26 words
+        r["candidate"] += " " + " ".join(f"tail{k}" for k in range(i % 7))
+        r["y"] = overlap_features(r["candidate"], [r["source"]])[4]
+    full = overlap_least_squares(train, test, "y")["y"]
+    assert full == pytest.approx([r["y"] for r in test], abs=1e-8)
+    x = lambda recs: np.array([overlap_features(r["candidate"], [r["source"]])[:4] + [1.0] for r in recs])  # noqa: E731
+    w, *_ = np.linalg.lstsq(x(train), [r["y"] for r in train], rcond=None)
+    novelty = overlap_least_squares(train, test, "y", feature_set="novelty")["y"]
+    assert novelty == pytest.approx(list(x(test) @ w))
+    assert max(abs(a - r["y"]) for a, r in zip(novelty, test)) > 1e-3
+    with pytest.raises(ValueError, match="feature set 'lexical'"):
+        overlap_least_squares(train, test, "y", feature_set="lexical")
+
+
 def test_overlap_least_squares_too_few_labels():
     train = _records(8, 0)
     for r in train[3:]:

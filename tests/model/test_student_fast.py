@@ -181,6 +181,12 @@ def test_overlap_features_by_hand():
     assert rep[0] == 1 - 3 / 4 and len(rep) == overlap_size("fluency") == 2
     assert overlap_size("ref-free") == 5 and overlap_size("ref-based") == 8
     assert overlap_features("", ["x"]) == [0.0, 0.0, 0.0, 0.0, 0.0]
+    # the novelty set: the same features without the length (the last one)
+    from csem.model.features import pair_features
+
+    assert pair_features("novelty", "The cat sat on the mat.", ["the cat sat on a mat today ."]) == feats[:4]
+    assert overlap_size("ref-free", "novelty") == 4 and overlap_size("ref-based", "novelty") == 7
+    assert pair_features("novelty", "a b", []) == [0.0] and overlap_size("fluency", "novelty") == 1
 
 
 def test_lexical_features_by_hand():
@@ -237,7 +243,7 @@ def test_lexical_prefit_fits_the_features_and_is_saved(tiny_encoder, train_recor
 
 
 @pytest.mark.parametrize("mode", ["ref-free", "ref-based"])
-@pytest.mark.parametrize("feature_set", ["overlap", "lexical"])
+@pytest.mark.parametrize("feature_set", ["overlap", "novelty", "lexical"])
 def test_overlap_features_model_round_trip(tiny_encoder, train_records, test_records, tmp_path, mode, feature_set):
     """A student with lexical features saves, loads and scores the same; the features reach the head
     (other feature values, same embeddings: other outputs)."""
@@ -263,6 +269,9 @@ def test_overlap_features_model_round_trip(tiny_encoder, train_records, test_rec
     assert batch.overlap.shape == (batch.cand_idx.shape[0], overlap_size(mode, feature_set))
     if feature_set == "overlap":
         assert overlap_size(mode) == (5 if mode == "ref-free" else 8)
+    if feature_set == "novelty":  # no length: two candidates that differ only in length get the same features
+        assert overlap_size(mode, feature_set) == (4 if mode == "ref-free" else 7)
+        assert loaded.config.feature_set == "novelty" and loaded.module.overlap_heads["quality"].in_features == 4 + 3 * (mode == "ref-based")
     with torch.no_grad():
         emb = module.embed(batch)
         out = module.head_outputs(emb, batch)

@@ -81,32 +81,37 @@ def extractiveness(records: Sequence[Mapping[str, Any]]) -> list[float]:
 
 
 def overlap_least_squares(train: Sequence[Mapping[str, Any]], test: Sequence[Mapping[str, Any]],
-                          labels: str | Sequence[str]) -> dict[str, list[float]]:
+                          labels: str | Sequence[str], feature_set: str = "overlap") -> dict[str, list[float]]:
     """The ``overlap`` features alone, fitted to the training labels by least squares.
 
     For each label column: ``w = argmin ||X w - y||^2`` over the training rows that carry a label,
     ``X`` = the 5 features of :func:`csem.model.features.overlap_features` (candidate against its
-    source) plus a constant 1 (``numpy.linalg.lstsq``); the test rows get ``X_test w``.
+    source; ``feature_set="novelty"``: the 4 without the length, the student's ``novelty`` set) plus a
+    constant 1 (``numpy.linalg.lstsq``); the test rows get ``X_test w``.
 
     Args:
         train: records with ``candidate``, ``source`` and the label columns (None/NaN = no label).
         test: records with ``candidate`` and ``source``.
         labels: one label column or several (one fit each).
+        feature_set: ``overlap`` (default) or ``novelty`` (:data:`csem.model.features.FEATURE_SETS`).
 
     Returns:
         ``{label column: [score per test record]}`` on the labels' scale (unbounded: a linear fit).
 
     Raises:
         ValueError: a record without ``candidate``/``source``; a label that is not a number; a
-            column with fewer labelled training rows than the 6 coefficients.
+            column with fewer labelled training rows than the 6 (novelty: 5) coefficients; another
+            feature set.
     """
     import numpy as np
 
-    from csem.model.features import overlap_features
+    from csem.model.features import pair_features
     from csem.model.validation import label_value
 
-    x_tr = np.array([overlap_features(c, [s]) + [1.0] for c, s in _texts(train, "overlap least squares")])
-    x_te = np.array([overlap_features(c, [s]) + [1.0] for c, s in _texts(test, "overlap least squares")])
+    if feature_set not in ("overlap", "novelty"):
+        raise ValueError(f"overlap least squares: feature set '{feature_set}' is not one of overlap, novelty")
+    x_tr = np.array([pair_features(feature_set, c, [s]) + [1.0] for c, s in _texts(train, "overlap least squares")])
+    x_te = np.array([pair_features(feature_set, c, [s]) + [1.0] for c, s in _texts(test, "overlap least squares")])
     out = {}
     for col in _columns(labels):
         y = np.array([np.nan if (v := label_value(r.get(col), f"training record {r.get('id', i)!r}, column {col!r}"))

@@ -99,7 +99,8 @@ def train(
                                                     help="lexical features into each head: its input and an "
                                                     "output term fitted on the features first; default: on"),
     feature_set: Optional[str] = typer.Option(None, help="lexical features: overlap (novel n-grams, repetition, "
-                                              "length; a linear term; the default) | lexical (also extractive "
+                                              "length; a linear term; the default) | novelty (the same without "
+                                              "the length) | lexical (also extractive "
                                               "fragments, source positions, surface form; an MLP term; better on "
                                               "the training data's systems, worse on unseen ones; use --lr 1e-4 "
                                               "--head-lr 1e-4)"),

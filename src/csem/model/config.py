@@ -152,7 +152,7 @@ class ModelConfig(BaseModel):
     loss: Loss = "mse+pairwise"
     pairwise_weight: float = Field(1.0, ge=0.0)
     overlap_features: bool = True
-    feature_set: Literal["overlap", "lexical"] = "overlap"
+    feature_set: Literal["overlap", "novelty", "lexical"] = "overlap"
     feature_hidden: int = Field(64, ge=1)
     acceptability_gate: bool = True
     members: int = Field(1, ge=1, le=64)
