@@ -103,12 +103,7 @@ def stage_cv(res: dict, train: list[dict], args) -> None:
 
 
 def stage_final(res: dict, train: list[dict], test: list[dict], args) -> None:
-    systems = sorted({r["system_id"] for r in train}, key=lambda s: int(s.lstrip("M")))
-    rng = random.Random(args.seed)
-    rng.shuffle(systems)
-    a_sys, b_sys = sorted(systems[:6]), sorted(systems[6:])  # as bench_student_contrast's final stage
-    splits = {"standard": (train, test),
-              "disjoint": ([r for r in train if r["system_id"] in a_sys], [r for r in test if r["system_id"] in b_sys])}
+    splits, _ = C.splits_of(train, test)  # bench_student_contrast's (the student benchmark's) two splits
     chosen = (res.get("cv") or {}).get("chosen")
     if chosen is None:
         raise SystemExit("final: run the cv stage first")

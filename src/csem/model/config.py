@@ -107,15 +107,19 @@ class ModelConfig(BaseModel):
             with it off.
         feature_set: which lexical features (with ``overlap_features`` on): ``overlap`` (the 5-8
             novelty/repetition/length scalars of :func:`csem.model.features.overlap_features`, a
-            linear output term) or ``lexical`` (:func:`csem.model.features.lexical_features`:
+            linear output term), ``novelty`` (the same without the length: 4-7 scalars, a linear
+            term) or ``lexical`` (:func:`csem.model.features.lexical_features`:
             those plus extractive fragments, source positions and surface form, 28 scalars
             ref-free; standardised with the training rows' means and deviations, and the output
             term is a small MLP of ``feature_hidden`` units pre-fitted on the features alone before
             the whole model trains). Default ``overlap``: ``lexical`` wins in cross-validation
             with documents held out (0.448 vs 0.426 held-out Spearman with the GPT-4 labels) and
             loses with systems held out (0.237 vs 0.304), i.e. it learns systems' styles; use it
-            where the systems to be scored are those of the training data. Folders saved before
-            the option existed load as ``overlap``.
+            where the systems to be scored are those of the training data. ``novelty`` wins the
+            SummEval cross-validation with systems held out (0.446 vs 0.417, 3 seeds) and loses the
+            teacher pool's (0.260 vs 0.340, whose judge follows length): for students that will
+            score systems their training data lacks (benchmarks/results/student_novelty.md,
+            teacher_pool_cv_novelty.md). Folders saved before the option existed load as ``overlap``.
         feature_hidden: hidden units of the ``lexical`` set's output MLP.
         acceptability_gate: after training, fit the acceptability gate
             (:mod:`csem.model.acceptability`: a classifier per aspect of real vs rule-made degenerate

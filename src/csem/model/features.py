@@ -102,9 +102,8 @@ def _ngrams(words: list[str], n: int) -> list[tuple[str, ...]]:
     return [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
 
 
-#: ``overlap``: novel n-gram shares, repetition, length; ``novelty``: the same without the length (a student
-#: whose linear term weighs length learns the training systems' lengths: 0.345 vs 0.328 held-out Spearman
-#: with the GPT-4 labels with SummEval's systems held out, benchmarks/results/student_novelty.md);
+#: ``overlap``: novel n-gram shares, repetition, length; ``novelty``: the same without the length (a linear
+#: term on length learns the training systems' lengths; see ``csem.model.config.ModelConfig.feature_set``);
 #: ``lexical``: :func:`lexical_features`
 FEATURE_SETS = ("overlap", "novelty", "lexical")
 
