@@ -88,6 +88,11 @@ RECIPES = {
     NOVELTY + ", contrast pretraining + mixing as above": {
         "model": {"feature_set": "novelty"}, "contrast_per_record": 1, "contrast_max_pairs": 400,
         "contrast_epochs": 1, "contrast_mix": 0.5, "contrast_pairs_per_batch": 8},
+    # the novelty student is below its own features-only fit on the test splits: less room for the deep part
+    # (the within-document ranking term weighted up; a linear head; a smaller step)
+    NOVELTY + ", pairwise weight 3": {"model": {"feature_set": "novelty", "pairwise_weight": 3.0}},
+    NOVELTY + ", linear head": {"model": {"feature_set": "novelty", "hidden_sizes": []}},
+    NOVELTY + ", lr 3e-4": {"model": {"feature_set": "novelty"}, "lr": 3e-4, "head_lr": 3e-4},
 }
 #: the warm-start recipes' initial student (--init); without it the cv and final stages leave them out
 INIT: str | None = None

@@ -158,5 +158,8 @@ def test_train_feature_set_option(cli, tiny_encoder, train_records, tmp_path):
     res = CliRunner().invoke(cli, common + ["--out", str(tmp_path / "m"), "--feature-set", "overlap"])
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "m" / "config.json").read_text())["feature_set"] == "overlap"
+    res = CliRunner().invoke(cli, common + ["--out", str(tmp_path / "n"), "--feature-set", "novelty"])
+    assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "n" / "config.json").read_text())["feature_set"] == "novelty"
     res = CliRunner().invoke(cli, common + ["--out", str(tmp_path / "bad"), "--feature-set", "bogus"])
     assert res.exit_code == 2 and "feature_set" in res.output and "Traceback" not in res.output
