@@ -103,12 +103,16 @@ def stage_cv(res: dict, train: list[dict], args) -> None:
 
 
 def stage_final(res: dict, train: list[dict], test: list[dict], args) -> None:
-    splits, _ = C.splits_of(train, test)  # bench_student_contrast's (the student benchmark's) two splits
+    splits, systems = C.splits_of(train, test)  # bench_student_contrast's (the student benchmark's) two splits
     chosen = (res.get("cv") or {}).get("chosen")
     if chosen is None:
         raise SystemExit("final: run the cv stage first")
     seeds = [args.seed + 12 + k for k in range(args.seeds)]
     fin = res.setdefault("final", {})
+    if res.get(C.SYSTEMS) != systems:  # rows of another system-disjoint split (before 7 December 2026: --seed's)
+        if fin.pop("disjoint", None):
+            log(f"final: the disjoint rows on file were trained on another split; dropped (now {systems})")
+        res[C.SYSTEMS] = systems
     for split, (tr, te) in splits.items():
         for name in dict.fromkeys(("default", chosen)):
             rec = fin.setdefault(split, {}).setdefault(name, {"seeds": {}})
@@ -136,13 +140,21 @@ def stage_final(res: dict, train: list[dict], test: list[dict], args) -> None:
 
 
 def save(res: dict, args) -> None:
-    res["meta"] = {"date": now(), "machine": machine(), "threads": args.threads, "seeds": args.seeds}
+    stamp = {"date": now(), "machine": machine(), "threads": args.threads, "seeds": args.seeds}
+    meta = res.get("meta") or {}
+    runs = meta.get("runs") or ([{k: meta[k] for k in stamp if k in meta}] if "date" in meta else [])
+    if not getattr(args, "_run_recorded", False):  # one entry per process: a --resume run keeps the earlier ones
+        runs.append(stamp)
+        args._run_recorded = True
+    runs[-1] = stamp
+    res["meta"] = {**stamp, "runs": runs}
     write_results(args.out, res, report(res))
 
 
 def report(res: dict) -> list[str]:
     md = ["# Aspect heads: the aspect-specificity term (issue 24)", "",
-          f"{res['meta']['date']}, {res['meta']['machine']}, {res['meta']['threads']} thread(s). SummEval, GPT-4 "
+          "Runs: " + "; ".join(f"{r['date']}, {r['machine']}, {r['threads']} thread(s)"
+                               for r in res["meta"].get("runs") or [res["meta"]]) + ". SummEval, GPT-4 "
           "(gpt-4-0314 rts) labels; summary-level Spearman averaged over the four aspects. Aspect matrix: share of "
           "(original, perturbed) pairs each head orders correctly, per perturbation family; a head *wins* its "
           "family when no other head does as well; separation = diagonal mean - off-diagonal mean.", ""]
