@@ -292,13 +292,13 @@ def stage_final(b: Bench, train, test) -> None:
     args = b.args
     splits, systems = splits_of(train, test)
     fin = b.data["final"]
-    if fin.get(SYSTEMS) != systems and "disjoint" in splits and (args.split in ("both", "disjoint")):
-        # rows of another system-disjoint split (runs before 7 December 2026 drew it with --seed 0, not the
-        # student benchmark's split): never mixed with this one's
-        if fin.pop("disjoint", None):
+    if args.split in ("both", "disjoint"):  # the split's systems are recorded by the run that trains on it
+        if fin.get(SYSTEMS) != systems and fin.pop("disjoint", None):
+            # rows of another system-disjoint split (runs before 7 December 2026 drew it with --seed 0, not
+            # the student benchmark's split): never mixed with this one's
             log(f"final: the disjoint rows on file were trained on another split; dropped (now {systems})")
-    fin[SYSTEMS] = systems
-    b.touched_final.add(SYSTEMS)
+        fin[SYSTEMS] = systems
+        b.touched_final.add(SYSTEMS)
     seeds = [args.seed + 12 + k for k in range(args.seeds)]
     if args.split != "both":
         splits = {args.split: splits[args.split]}

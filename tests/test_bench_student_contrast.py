@@ -36,11 +36,8 @@ def test_final_rows_of_another_disjoint_split_are_dropped(bench, tmp_path, monke
     out = tmp_path / "contrast"
     stale = {"meta": {"run": "before"}, "final": {
         "standard": {"baselines": {}, "recipe A": {"seeds": {"12": {}}}},
-        "disjoint": {"baselines": {"x": 1}, "recipe A": {"seeds": {"12": {}}}}}}
+        "disjoint": {"baselines": {"x": {"average": {"spearman": 0.3, "kendall": 0.2}}}, "recipe A": {"seeds": {"12": {}}}}}}
     out.with_suffix(".json").write_text(json.dumps(stale))
-    args = argparse.Namespace(out=str(out), resume=True, threads=1, seeds=1, seed=0, split="disjoint",
-                              final_recipes="old", assume_chosen="")
-    b = bench.Bench(args)
     ids = [8, 9, 10, 11, 12, 13, 14, 15, 17, 20, 22, 23]
     train = [{"doc_id": "d0", "system_id": f"M{i}"} for i in ids]
     test = [{"doc_id": "d9", "system_id": f"M{i}"} for i in ids]
@@ -48,10 +45,19 @@ def test_final_rows_of_another_disjoint_split_are_dropped(bench, tmp_path, monke
     monkeypatch.setattr(bench.S, "system_prior", lambda tr, te: None)
     monkeypatch.setattr(bench.S, "row_of", lambda *a, **k: {"average": {"spearman": 0.1, "kendall": 0.1}})
     monkeypatch.setattr(bench.S, "lexical_baselines", lambda *a, **k: {})
-    with pytest.raises(RuntimeError, match="stop after the split check"):
-        bench.stage_final(b, train, test)
-    b.save()
-    disk = json.loads(out.with_suffix(".json").read_text())["final"]
+
+    def run(split):
+        args = argparse.Namespace(out=str(out), resume=True, threads=1, seeds=1, seed=0, split=split,
+                                  final_recipes="old", assume_chosen="")
+        b = bench.Bench(args)
+        with pytest.raises(RuntimeError, match="stop after the split check"):
+            bench.stage_final(b, train, test)
+        b.save()
+        return json.loads(out.with_suffix(".json").read_text())["final"]
+
+    disk = run("standard")  # a run of the other split neither drops nor vouches for the stale rows
+    assert "disjoint_systems" not in disk and "recipe A" in disk["disjoint"]
+    disk = run("disjoint")
     assert disk["disjoint_systems"]["train"] == ["M14", "M20", "M22", "M23", "M8", "M9"]
     assert "recipe A" not in disk.get("disjoint", {})  # the stale split's rows are gone
     assert "recipe A" in disk["standard"]  # the other split is untouched
