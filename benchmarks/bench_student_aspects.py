@@ -140,12 +140,9 @@ def stage_final(res: dict, train: list[dict], test: list[dict], args) -> None:
 
 
 def save(res: dict, args) -> None:
+    """Write the results; this process's run is the last entry of ``meta.runs`` (added by :func:`main`)."""
     stamp = {"date": now(), "machine": machine(), "threads": args.threads, "seeds": args.seeds}
-    meta = res.get("meta") or {}
-    runs = meta.get("runs") or ([{k: meta[k] for k in stamp if k in meta}] if "date" in meta else [])
-    if not getattr(args, "_run_recorded", False):  # one entry per process: a --resume run keeps the earlier ones
-        runs.append(stamp)
-        args._run_recorded = True
+    runs = res["meta"]["runs"]
     runs[-1] = stamp
     res["meta"] = {**stamp, "runs": runs}
     write_results(args.out, res, report(res))
@@ -195,6 +192,8 @@ def main() -> int:
     train, test = S.split_docs(recs, 0, 50), S.split_docs(recs, 50, 100)
     path = Path(args.out).with_suffix(".json")
     res = json.loads(path.read_text()) if args.resume and path.exists() else {}
+    meta = res.get("meta") or {}  # one entry per run: a --resume run keeps the earlier runs' dates
+    res["meta"] = {**meta, "runs": (meta.get("runs") or ([meta] if "date" in meta else [])) + [{}]}
     for stage in [s.strip() for s in args.stages.split(",") if s.strip()]:
         log(f"stage {stage}")
         if stage == "cv":
