@@ -52,6 +52,7 @@ from __future__ import annotations
 import json
 import random
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -223,7 +224,7 @@ def stage_cv(b: Bench, train: list[dict]) -> None:
     cv["folds"] = folds
     res = cv.setdefault("recipes", {})
     seeds = [args.seed + k for k in range(args.cv_seeds)]
-    wanted = [list(RECIPES)[int(i)] for i in args.cv_recipes.split(",")] if args.cv_recipes else list(RECIPES)
+    wanted = recipes_at(args.cv_recipes, "--cv-recipes") if args.cv_recipes else list(RECIPES)
     for name in wanted:
         if name in res and len(res[name]["per_fold"]) == len(folds) * len(seeds):
             continue
@@ -264,6 +265,25 @@ def stage_cv(b: Bench, train: list[dict]) -> None:
     b.save()
 
 
+def recipes_at(indices: str, option: str) -> list[str]:
+    """The recipes at comma-separated indices into :data:`RECIPES`; a bad index stops the run (exit 2)."""
+    try:
+        return [list(RECIPES)[int(i)] for i in indices.split(",")]
+    except (ValueError, IndexError):
+        print(f"error: {option} {indices!r}: indices 0-{len(RECIPES) - 1} into RECIPES, comma separated",
+              file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def positive(value: str) -> int:
+    """argparse type: an integer >= 1 (otherwise a usage error, exit 2)."""
+    import argparse
+
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number >= 1")
+    return int(value)
+
+
 def default_recipe() -> str:
     """The recipe ``csem train`` runs by default (TrainConfig's contrast settings): its rows say "(default)",
     and the sanity, ties and speed stages score its standard-split model."""
@@ -302,7 +322,7 @@ def stage_final(b: Bench, train, test) -> None:
     seeds = [args.seed + 12 + k for k in range(args.seeds)]
     if args.split != "both":
         splits = {args.split: splits[args.split]}
-    names = [OLD if n == "old" else chosen(b) if n == "chosen" else list(RECIPES)[int(n)]
+    names = [OLD if n == "old" else chosen(b) if n == "chosen" else recipes_at(n, "--final-recipes")[0]
              for n in args.final_recipes.split(",")]
     b.owned.update(names)
     b.splits.update(splits)
@@ -803,7 +823,7 @@ def main() -> int:
     ap.add_argument("--assume-chosen", default="", help="index into RECIPES to use as the chosen recipe before the "
                     "cv stage has finished (its final rows are kept only if the cv stage chooses the same)")
     ap.add_argument("--cv-recipes", default="", help="cv stage: indices into RECIPES, comma separated (default: all)")
-    ap.add_argument("--cv-seeds", type=int, default=1, help="cv stage: seeds per recipe (--seed, --seed + 1, ...); "
+    ap.add_argument("--cv-seeds", type=positive, default=1, help="cv stage: seeds per recipe (--seed, --seed + 1, ...); "
                     "each recipe's figure is the mean over seeds and folds, paired by seed")
     ap.add_argument("--members", type=int, default=5, help="ensemble stage: students per seed ensemble")
     ap.add_argument("--ensembles", type=int, default=3, help="ensemble stage: seed ensembles per split (disjoint seeds)")

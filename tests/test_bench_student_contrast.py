@@ -106,3 +106,19 @@ def test_exclude_dataset_drops_every_candidate_on_that_datasets_articles(pool_st
     assert dropped == sum(r["dataset"] == "summeval" for r in train) + len(shared)
     with pytest.raises(SystemExit, match="no candidate"):
         pool_student.without_dataset(train, "no-such-dataset")
+
+
+def test_recipe_indices_and_cv_seeds_are_checked(bench, capsys):
+    """``--cv-recipes`` / ``--final-recipes`` indices name RECIPES; a bad one is a usage error (exit 2);
+    ``--cv-seeds`` must be a whole number >= 1."""
+    import argparse
+
+    assert bench.recipes_at("0,1", "--cv-recipes") == list(bench.RECIPES)[:2]
+    for bad in ("99", "x", "0,,1"):
+        with pytest.raises(SystemExit) as exc:
+            bench.recipes_at(bad, "--cv-recipes")
+        assert exc.value.code == 2 and "--cv-recipes" in capsys.readouterr().err
+    assert bench.positive("3") == 3
+    for bad in ("0", "-1", "two"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            bench.positive(bad)
