@@ -122,3 +122,28 @@ def test_recipe_indices_and_cv_seeds_are_checked(bench, capsys):
     for bad in ("0", "-1", "two"):
         with pytest.raises(argparse.ArgumentTypeError):
             bench.positive(bad)
+
+
+def test_aspect_benchmark_drops_rows_of_another_disjoint_split(monkeypatch):
+    """bench_student_aspects.py takes the same split: disjoint rows on file without (or with other) recorded
+    systems are dropped before training; the standard split's rows stay."""
+    import argparse
+
+    gen = load_benchmark("bench_student_aspects")
+    aspects = next(gen)
+    try:
+        ids = [8, 9, 10, 11, 12, 13, 14, 15, 17, 20, 22, 23]
+        train = [{"doc_id": "d0", "system_id": f"M{i}"} for i in ids]
+        test = [{"doc_id": "d9", "system_id": f"M{i}"} for i in ids]
+        res = {"cv": {"chosen": "default"},
+               "final": {"standard": {"default": {"seeds": {}, "kept": True}},
+                         "disjoint": {"default": {"seeds": {"12": {}}}}}}
+        monkeypatch.setattr(aspects.C, "fit", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("stop")))
+        args = argparse.Namespace(seed=0, seeds=1, threads=1)
+        with pytest.raises(RuntimeError, match="stop"):
+            aspects.stage_final(res, train, test, args)
+        assert res["disjoint_systems"]["test"] == ["M10", "M11", "M12", "M13", "M15", "M17"]
+        assert "12" not in res["final"].get("disjoint", {}).get("default", {}).get("seeds", {})
+        assert res["final"]["standard"]["default"]["kept"]
+    finally:
+        gen.close()
