@@ -141,3 +141,35 @@ def test_killed_collect_resumes_without_repeating(tmp_path, sources):
         "no finished sample generated twice"
     assert len({r["id"] for r in resumed if r["system_id"] == "smol"}) == 12
     assert not partial.exists(), "the partial file is removed once the output is complete"
+
+
+@pytest.mark.slow  # samples from SmolLM2
+def test_samples_cut_at_max_tokens_are_kept_trimmed_or_dropped(sources, tmp_path):
+    gens = [GeneratorSpec(uri="llama-cpp:smollm2", name="smol", num_samples=2)]
+    partial = tmp_path / "c.partial.jsonl"
+    kept, sk = collect_candidates(sources, gens, decoding=SHORT, include_reference=False, duplicates="keep",
+                                  partial_path=partial, progress=False)
+    cut = [r for r in kept if r["collect.finish_reason"] == "length"]
+    assert cut and sk.truncated == len(cut) and sk.trimmed == 0  # 16 tokens cut most SmolLM2 summaries
+    assert all(r.get("collect.flag") == "truncated" for r in cut)
+    assert all(r["collect.finish_reason"] == "stop" for r in kept if r not in cut)
+    # trim: from the same samples (the partial log; nothing is generated again)
+    trimmed, st = collect_candidates(sources, gens, decoding=SHORT, include_reference=False, duplicates="keep",
+                                     truncated="trim", partial_path=partial, progress=False)
+    assert st.generated == 0 and st.resumed == 6 and st.truncated == sk.truncated
+    raw = {r["id"]: r["candidate"] for r in kept}
+    n_trimmed = 0
+    for r in trimmed:
+        if "collect.untrimmed" in r:
+            n_trimmed += 1
+            assert r["collect.untrimmed"] == raw[r["id"]] and raw[r["id"]].startswith(r["candidate"])
+            assert len(r["candidate"]) < len(raw[r["id"]]) and r["candidate"][-1] in ".!?\"')"
+        else:
+            assert r["candidate"] == raw[r["id"]]
+    assert n_trimmed == st.trimmed
+    dropped, sd = collect_candidates(sources, gens, decoding=SHORT, include_reference=False, duplicates="keep",
+                                     truncated="drop", partial_path=partial, progress=False)
+    assert sd.dropped == sk.truncated and len(dropped) == 6 - sk.truncated
+    assert all(r["collect.finish_reason"] == "stop" for r in dropped)
+    with pytest.raises(ValueError, match="truncated must be one of keep, trim, drop"):
+        collect_candidates(sources, gens, truncated="cut", progress=False)

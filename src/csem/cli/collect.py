@@ -36,6 +36,8 @@ def collect(
     keep: str = typer.Option("all", help="all | one (one random candidate per source, CSEM Sec. IV-B)"),
     duplicates: str = typer.Option("drop", help="drop | keep duplicate candidates of a source"),
     empty: str = typer.Option("drop", help="drop | keep empty candidates"),
+    truncated: str = typer.Option("keep", help="keep | trim | drop candidates cut at --max-tokens (trim: back to "
+                                  "the last complete sentence)"),
     col: Optional[List[str]] = col_option(),
 ) -> None:
     """Sample J candidates per source from each generator (top-k 50 by default), add the reference,
@@ -55,9 +57,10 @@ def collect(
     partial = out.with_name(out.name + ".partial.jsonl")
     cands, summary = collect_candidates(recs, specs, task=task, decoding=decoding, seed=seed,
                                         include_reference=not no_reference, keep=keep, duplicates=duplicates,
-                                        empty=empty, partial_path=partial)
+                                        empty=empty, truncated=truncated, partial_path=partial)
     write_records(cands, out)
     partial.unlink(missing_ok=True)  # every sample is in `out` now; the partial file only serves a resume
     Console().print(f"wrote {len(cands)} candidates to {out}: generated {summary.generated}, resumed {summary.resumed}, "
                     f"references {summary.references}, empty {summary.empty}, duplicates {summary.duplicates}, "
-                    f"dropped {summary.dropped}, {summary.seconds:.1f} s; per system {summary.per_system}")
+                    f"truncated {summary.truncated} (trimmed {summary.trimmed}), dropped {summary.dropped}, "
+                    f"{summary.seconds:.1f} s; per system {summary.per_system}")

@@ -9,7 +9,8 @@ Candidate records (see :mod:`csem.data.records`): ``id = "<source id>/<system>/<
 ``doc_id`` (the source id), ``system_id`` (the generator's name, or ``reference``), ``source``,
 ``candidate``, ``reference``, and provenance columns ``collect.generator`` (URI),
 ``collect.checkpoint`` (model identity), ``collect.decoding`` (dict), ``collect.seed``,
-``collect.sample`` (k).
+``collect.sample`` (k), ``collect.finish_reason`` (``stop``, or ``length`` when the sample hit
+``max_tokens``; see ``truncated`` for what is done with those).
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ class CollectSummary:
     references: int = 0
     empty: int = 0
     duplicates: int = 0
+    truncated: int = 0
+    trimmed: int = 0
     dropped: int = 0
     kept: int = 0
     seconds: float = 0.0
@@ -75,6 +78,32 @@ def sample_seed(seed: int, source_id: str, system: str, k: int) -> int:
     """A 31-bit seed for one sample, a pure function of its key (so order never changes a text)."""
     h = hashlib.sha256(f"{seed}|{source_id}|{system}|{k}".encode()).digest()
     return int.from_bytes(h[:4], "little") & 0x7FFFFFFF
+
+
+#: a sentence is complete when it ends with a terminal mark, optionally followed by closing quotes or brackets
+_SENTENCE_END = re.compile(r"[.!?\u2026][\"'\u201d\u2019)\]]*$")
+
+
+def trim_to_sentence(text: str) -> str | None:
+    """``text`` cut back to the end of its last complete sentence (one that ends with ``. ! ? …``,
+    optionally followed by closing quotes or brackets; sentences split by :func:`csem.data.contrasts.split_sentences`),
+    or ``None`` when no sentence is complete. A text that already ends a sentence comes back unchanged.
+
+    Used on samples a generator stopped at ``max_tokens`` (``finish_reason == "length"``): with the
+    64-token default a summary is often cut mid-sentence, which a reader (and csem's acceptability
+    gate, :mod:`csem.model.acceptability`) rejects while an LLM judge may not.
+    """
+    from csem.data.contrasts import split_sentences
+
+    sentences = split_sentences(text)
+    for i in range(len(sentences) - 1, -1, -1):
+        if _SENTENCE_END.search(sentences[i]):
+            # the sentences are exact substrings, in order: find the end of sentence i in text
+            pos = 0
+            for sent in sentences[: i + 1]:
+                pos = text.index(sent, pos) + len(sent)
+            return text[:pos]
+    return None
 
 
 def _norm(text: str) -> str:
@@ -141,6 +170,7 @@ async def _sample_generator(spec: GeneratorSpec, decoding: GenerateConfig, srcs:
                 "source": s["source"], "candidate": answers[0].text.strip(), "reference": s.get("reference"),
                 "collect.generator": spec.uri, "collect.checkpoint": model.id,
                 "collect.decoding": decoding_dict, "collect.seed": sd, "collect.sample": k,
+                "collect.finish_reason": answers[0].finish_reason,
             }
             out.append(rec)
             summary.generated += 1
@@ -155,14 +185,26 @@ async def _sample_generator(spec: GeneratorSpec, decoding: GenerateConfig, srcs:
 
 
 def _pool(by_source: dict[str, list[dict]], srcs, *, seed: int, keep: str, duplicates: str, empty: str,
-          summary: "CollectSummary") -> list[dict]:
-    """Flag empty and duplicate candidates (after whitespace and case folding), drop or keep them,
-    and keep all or one random candidate per source."""
+          truncated: str, summary: "CollectSummary") -> list[dict]:
+    """Trim, flag or drop samples cut at ``max_tokens``; flag empty and duplicate candidates (after
+    whitespace and case folding), drop or keep them; keep all or one random candidate per source."""
     out: list[dict] = []
     for sid, _ in srcs:
         pool = []
         seen_text: set[str] = set()
         for rec in sorted(by_source[sid], key=lambda r: r["id"]):
+            if rec.get("collect.finish_reason") == "length":
+                summary.truncated += 1
+                if truncated == "drop":
+                    summary.dropped += 1
+                    continue
+                cut = trim_to_sentence(rec["candidate"] or "") if truncated == "trim" else None
+                if cut is not None and cut != rec["candidate"]:
+                    rec["collect.untrimmed"] = rec["candidate"]
+                    rec["candidate"] = cut
+                    summary.trimmed += 1
+                elif cut is None:  # kept as generated (no complete sentence to cut back to, or truncated: keep)
+                    rec["collect.flag"] = "truncated"
             norm = _norm(rec["candidate"] or "")
             if not norm:
                 summary.empty += 1
@@ -196,12 +238,13 @@ async def acollect_candidates(
     keep: Literal["all", "one"] = "all",
     duplicates: Literal["drop", "keep"] = "drop",
     empty: Literal["drop", "keep"] = "drop",
+    truncated: Literal["keep", "trim", "drop"] = "keep",
     partial_path: str | Path | None = None,
     progress: bool = True,
 ) -> tuple[list[dict], "CollectSummary"]:
     """Async core of :func:`collect_candidates` (same arguments and result)."""
     for name, value, allowed in (("keep", keep, ("all", "one")), ("duplicates", duplicates, ("drop", "keep")),
-                                 ("empty", empty, ("drop", "keep"))):
+                                 ("empty", empty, ("drop", "keep")), ("truncated", truncated, ("keep", "trim", "drop"))):
         if value not in allowed:
             raise ValueError(f"{name} must be one of {', '.join(allowed)}, got '{value}'")
     if not generators:
@@ -243,7 +286,8 @@ async def acollect_candidates(
                     "collect.sample": j,
                 })
                 summary.references += 1
-    out = _pool(by_source, srcs, seed=seed, keep=keep, duplicates=duplicates, empty=empty, summary=summary)
+    out = _pool(by_source, srcs, seed=seed, keep=keep, duplicates=duplicates, empty=empty, truncated=truncated,
+                summary=summary)
     summary.kept = len(out)
     for rec in out:
         summary.per_system[rec["system_id"]] = summary.per_system.get(rec["system_id"], 0) + 1
@@ -262,6 +306,7 @@ def collect_candidates(
     keep: Literal["all", "one"] = "all",
     duplicates: Literal["drop", "keep"] = "drop",
     empty: Literal["drop", "keep"] = "drop",
+    truncated: Literal["keep", "trim", "drop"] = "keep",
     partial_path: str | Path | None = None,
     progress: bool = True,
 ) -> tuple[list[dict], "CollectSummary"]:
@@ -283,6 +328,13 @@ def collect_candidates(
         keep: ``all`` candidates, or ``one`` picked at random per source (CSEM Sec. IV-B).
         duplicates / empty: ``drop`` or ``keep`` candidates that repeat another candidate of the
             same source (after whitespace and case folding) or are empty; counted either way.
+        truncated: what to do with a sample the generator stopped at ``max_tokens``
+            (``finish_reason == "length"``, counted in ``CollectSummary.truncated``): ``keep`` it as
+            generated (flagged ``collect.flag = "truncated"``), ``trim`` it back to its last complete
+            sentence (:func:`trim_to_sentence`; the generated text kept in ``collect.untrimmed``,
+            counted in ``trimmed``; one with no complete sentence is kept as generated and flagged), or
+            ``drop`` it. Applied when the pool is made, so a resumed run can change it without
+            sampling again.
         partial_path: a JSONL file where each finished sample is appended; on a re-run its samples
             are reused (when made with the same decoding settings) and only the missing ones are
             generated.
@@ -297,4 +349,5 @@ def collect_candidates(
     """
     return run_sync(acollect_candidates(sources, generators, task=task, decoding=decoding, seed=seed,
                                         include_reference=include_reference, keep=keep, duplicates=duplicates,
-                                        empty=empty, partial_path=partial_path, progress=progress))
+                                        empty=empty, truncated=truncated, partial_path=partial_path,
+                                        progress=progress))

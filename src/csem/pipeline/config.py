@@ -62,6 +62,8 @@ class CollectConfig(_Strict):
     keep: Literal["all", "one"] = "all"
     duplicates: Literal["drop", "keep"] = "drop"
     empty: Literal["drop", "keep"] = "drop"
+    # samples cut at max_tokens: keep as generated, trim to the last complete sentence, or drop
+    truncated: Literal["keep", "trim", "drop"] = "keep"
     seed: int = 0
 
 

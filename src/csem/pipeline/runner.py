@@ -190,7 +190,7 @@ class Pipeline:
         recs, summary = collect_candidates(
             self._sources(), c.generators, task=c.task, decoding=c.decoding, seed=c.seed,
             include_reference=c.include_reference, keep=c.keep, duplicates=c.duplicates, empty=c.empty,
-            partial_path=self.run_dir / "candidates.partial.jsonl", progress=self.progress)
+            truncated=c.truncated, partial_path=self.run_dir / "candidates.partial.jsonl", progress=self.progress)
         write_records(recs, self.run_dir / "candidates.jsonl")
         (self.run_dir / "candidates.partial.jsonl").unlink(missing_ok=True)
         return summary.as_dict()
