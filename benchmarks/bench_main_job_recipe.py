@@ -34,8 +34,10 @@ from harness import fmt, log, machine, markdown_table, now, parser, setup, write
 #: ``model`` entry holds ModelConfig fields over the pipeline's train.model
 RECIPES: dict[str, dict] = {
     "pipeline settings": {},  # the pipeline file's train section as it stands
-    # csem train's defaults (ModelConfig / TrainConfig), whatever the pipeline file sets
-    "csem train default": {"model": {"feature_set": "overlap"}, "lr": 1e-3, "head_lr": 1e-3, "max_epochs": 1},
+    # csem train's defaults (ModelConfig / TrainConfig), whatever the pipeline file sets (no warm start,
+    # one student, no contrast pairs)
+    "csem train default": {"model": {"feature_set": "overlap", "members": 1}, "init": None, "lr": 1e-3,
+                           "head_lr": 1e-3, "max_epochs": 1, "contrast_per_record": 0},
     "frozen encoder 3 epochs": {"frozen_epochs": 3, "max_epochs": 3},
     "frozen encoder 6 epochs": {"frozen_epochs": 6, "max_epochs": 6},
     "pairwise weight 3": {"model": {"pairwise_weight": 3.0}},
@@ -44,8 +46,8 @@ RECIPES: dict[str, dict] = {
                                           "max_epochs": 3},
     # seed ensembles (ModelConfig.members): 5 students, the mean of their scores; seed s trains members
     # 5s..5s+4, so the ensembles of different seeds share no member
-    "csem train default x5 seed ensemble": {"model": {"feature_set": "overlap", "members": 5}, "lr": 1e-3,
-                                            "head_lr": 1e-3, "max_epochs": 1},
+    "csem train default x5 seed ensemble": {"model": {"feature_set": "overlap", "members": 5}, "init": None,
+                                            "lr": 1e-3, "head_lr": 1e-3, "max_epochs": 1, "contrast_per_record": 0},
     "lexical features lr 1e-4 3 epochs x5 seed ensemble": {"model": {"feature_set": "lexical", "members": 5},
                                                           "lr": 1e-4, "head_lr": 1e-4, "max_epochs": 3},
     "no-contrast": {"contrast_per_record": 0},
@@ -71,6 +73,11 @@ RECIPES: dict[str, dict] = {
     "warm start 3 epochs lr 3e-4 x5 seed ensemble": {"init": "INIT", "model": {"feature_set": "overlap",
                                                                                "members": 5},
                                                      "lr": 3e-4, "head_lr": 3e-4, "max_epochs": 3},
+    "warm start 1 epoch lr 1e-3": {"init": "INIT", "model": {"feature_set": "overlap", "members": 1},
+                                   "lr": 1e-3, "head_lr": 1e-3, "max_epochs": 1},
+    "warm start 1 epoch lr 1e-3 x5 seed ensemble": {"init": "INIT", "model": {"feature_set": "overlap",
+                                                                              "members": 5},
+                                                    "lr": 1e-3, "head_lr": 1e-3, "max_epochs": 1},
     "warm start 1 epoch lr 1e-4 x5 seed ensemble": {"init": "INIT", "model": {"feature_set": "overlap",
                                                                                   "members": 5},
                                                         "lr": 1e-4, "head_lr": 1e-4, "max_epochs": 1},
@@ -92,16 +99,13 @@ def summary_spearman(records: list[dict], metric: str, target: str) -> float | N
     return None if value != value else value
 
 
-def train_and_score(pipe, train: list[dict], test: list[dict], labels: list[str], recipe: dict, seed: int,
-                    threads: int) -> tuple[dict[str, float | None], float]:
-    """A student with the pipeline's train settings and ``recipe`` on ``train``; its summary-level
-    Spearman with the judge on ``test`` per label column (a seed ensemble also: ``"members"``, label ->
-    the mean over its members scored alone), and the training seconds."""
+def configs_of(t, recipe: dict, seed: int, threads: int | None = None):
+    """The (ModelConfig, TrainConfig) of ``recipe`` over a pipeline's train section ``t``: the recipe's
+    ``model`` fields over ``t.model``, its other fields over ``t.options`` (a field the recipe sets, ``init``
+    included, replaces the pipeline's; ``"INIT"`` stands for ``--init``); a seed ensemble of seed s trains
+    members with seeds ``s * members ...``, so ensembles of different seeds share no member."""
     from csem.model import ModelConfig, TrainConfig
-    from csem.model.fit import fit
 
-    t = pipe.cfg.train
-    ranges = pipe.scales()
     recipe = dict(recipe)
     if recipe.get("init") == "INIT":
         if not INIT:
@@ -110,6 +114,19 @@ def train_and_score(pipe, train: list[dict], test: list[dict], labels: list[str]
     config = ModelConfig(encoder=t.encoder, mode=t.mode, **{**t.model, **recipe.pop("model", {})})
     seed = seed * config.members if config.members > 1 else seed  # disjoint members across seeds
     tc = TrainConfig(**{**t.options, **recipe, "seed": seed, "num_threads": threads, "progress": False})
+    return config, tc
+
+
+def train_and_score(pipe, train: list[dict], test: list[dict], labels: list[str], recipe: dict, seed: int,
+                    threads: int) -> tuple[dict[str, float | None], float]:
+    """A student with the pipeline's train settings and ``recipe`` on ``train``; its summary-level
+    Spearman with the judge on ``test`` per label column (a seed ensemble also: ``"members"``, label ->
+    the mean over its members scored alone), and the training seconds."""
+    from csem.model.fit import fit
+
+    t = pipe.cfg.train
+    ranges = pipe.scales()
+    config, tc = configs_of(t, recipe, seed, threads)
     t0 = time.perf_counter()
     model = fit(train, labels, mode=t.mode, config=config, train_config=tc,
                 label_range={c: ranges[c] for c in labels if c in ranges} or None)

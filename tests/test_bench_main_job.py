@@ -106,3 +106,30 @@ def test_init_texts_are_whole_realsumm_training_articles_never_summeval(init_scr
         want = {c["id"] for c in cands if c["source_id"] == sid and c["split"] == "train"}
         assert {r["id"] for r in recs if r["doc_id"] == sid} == want
     assert init_script.select(200) == recs and init_script.select(200, seed=1) != recs
+
+
+@pytest.fixture(scope="module")
+def recipe_bench():
+    yield from load_benchmark("bench_main_job_recipe")
+
+
+def test_csem_train_default_recipe_drops_the_pipelines_warm_start(recipe_bench):
+    """On a main job that warm-starts an ensemble of 5 (the shipped one until 7 December): the 'csem train
+    default' recipe is csem train's default student (no warm start, one member), and a warm-start recipe starts
+    from --init."""
+    from csem.model import ModelConfig, TrainConfig
+    from csem.pipeline.config import load_pipeline
+
+    t = load_pipeline("package:summarization.yaml")[0].train
+    t = t.model_copy(update={"model": {**t.model, "members": 5},
+                             "options": {**t.options, "init": "package:news-relevance-minilm", "lr": 3e-4}})
+    config, tc = recipe_bench.configs_of(t, recipe_bench.RECIPES["csem train default"], 12)
+    assert tc.init is None and config.members == 1 and tc.seed == 12
+    assert (tc.lr, tc.max_epochs, tc.contrast_per_record) == (TrainConfig().lr, TrainConfig().max_epochs, 0)
+    assert config.feature_set == ModelConfig().feature_set
+    recipe_bench.INIT = "/some/student"
+    try:
+        config, tc = recipe_bench.configs_of(t, recipe_bench.RECIPES["warm start 1 epoch lr 1e-3 x5 seed ensemble"], 3)
+    finally:
+        recipe_bench.INIT = None
+    assert tc.init == "/some/student" and config.members == 5 and tc.seed == 15
