@@ -46,6 +46,18 @@ RECIPES: dict[str, dict] = {
                                           "max_epochs": 3},
     # seed ensembles (ModelConfig.members): 5 students, the mean of their scores; seed s trains members
     # 5s..5s+4, so the ensembles of different seeds share no member
+    # variants of csem train's default (no warm start, one student), for a pipeline that trains it
+    "csem train default 2 epochs": {"model": {"feature_set": "overlap", "members": 1}, "init": None, "lr": 1e-3,
+                                    "head_lr": 1e-3, "max_epochs": 2, "contrast_per_record": 0},
+    "csem train default lr 3e-4 3 epochs": {"model": {"feature_set": "overlap", "members": 1}, "init": None,
+                                            "lr": 3e-4, "head_lr": 3e-4, "max_epochs": 3, "contrast_per_record": 0},
+    "csem train default novelty features": {"model": {"feature_set": "novelty", "members": 1}, "init": None,
+                                            "lr": 1e-3, "head_lr": 1e-3, "max_epochs": 1, "contrast_per_record": 0},
+    "csem train default lexical features": {"model": {"feature_set": "lexical", "members": 1}, "init": None,
+                                            "lr": 1e-3, "head_lr": 1e-3, "max_epochs": 1, "contrast_per_record": 0},
+    "csem train default without the gate": {"model": {"feature_set": "overlap", "members": 1,
+                                                      "acceptability_gate": False}, "init": None, "lr": 1e-3,
+                                            "head_lr": 1e-3, "max_epochs": 1, "contrast_per_record": 0},
     "csem train default x5 seed ensemble": {"model": {"feature_set": "overlap", "members": 5}, "init": None,
                                             "lr": 1e-3, "head_lr": 1e-3, "max_epochs": 1, "contrast_per_record": 0},
     "lexical features lr 1e-4 3 epochs x5 seed ensemble": {"model": {"feature_set": "lexical", "members": 5},
