@@ -108,3 +108,13 @@ def test_help_lists_each_command_on_its_sentence():
     assert "add the reference, and write one candidate per row with its provenance." in flat
     assert "Samples are requested concurrently" not in flat  # the second sentence stays in `csem collect --help`
     assert all(info.short_help and "\n" not in info.short_help for info in app.registered_commands)
+
+
+@pytest.mark.parametrize("option, value", [("--truncated", "cut"), ("--keep", "some"), ("--empty", "x"),
+                                           ("--duplicates", "x")])
+def test_collect_choices_name_the_option(tmp_path, option, value):
+    src = write_records([{"id": "a", "source": "A river flooded."}], tmp_path / "s.jsonl")
+    code, out = _invoke("collect", "--sources", src, "--generator", "llama-cpp:smollm2", "--out",
+                        tmp_path / "c.jsonl", option, value)
+    assert code == 2 and f"Invalid value for '{option}'" in out and f"'{value}' is not one of" in out
+    assert not (tmp_path / "c.jsonl").exists()

@@ -150,7 +150,7 @@ def test_samples_cut_at_max_tokens_are_kept_trimmed_or_dropped(sources, tmp_path
     kept, sk = collect_candidates(sources, gens, decoding=SHORT, include_reference=False, duplicates="keep",
                                   partial_path=partial, progress=False)
     cut = [r for r in kept if r["collect.finish_reason"] == "length"]
-    assert cut and sk.truncated == len(cut) and sk.trimmed == 0  # 16 tokens cut most SmolLM2 summaries
+    assert cut and sk.truncated == len(cut) == sk.kept_cut and sk.trimmed == 0  # 16 tokens cut most summaries
     assert all(r.get("collect.flag") == "truncated" for r in cut)
     assert all(r["collect.finish_reason"] == "stop" for r in kept if r not in cut)
     # trim: from the same samples (the partial log; nothing is generated again)
@@ -167,6 +167,7 @@ def test_samples_cut_at_max_tokens_are_kept_trimmed_or_dropped(sources, tmp_path
         else:
             assert r["candidate"] == raw[r["id"]]
     assert n_trimmed == st.trimmed
+    assert st.kept_cut == sum(r.get("collect.flag") == "truncated" for r in trimmed) <= st.truncated - st.trimmed
     dropped, sd = collect_candidates(sources, gens, decoding=SHORT, include_reference=False, duplicates="keep",
                                      truncated="drop", partial_path=partial, progress=False)
     assert sd.dropped == sk.truncated and len(dropped) == 6 - sk.truncated

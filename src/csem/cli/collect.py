@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Literal, Optional
 
 import typer
 from rich.console import Console
@@ -33,11 +33,12 @@ def collect(
                                                       "every generator (repeatable), e.g. base_url=..., concurrency=4"),
     seed: int = typer.Option(0),
     no_reference: bool = typer.Option(False, "--no-reference", help="do not add the reference as a candidate"),
-    keep: str = typer.Option("all", help="all | one (one random candidate per source, CSEM Sec. IV-B)"),
-    duplicates: str = typer.Option("drop", help="drop | keep duplicate candidates of a source"),
-    empty: str = typer.Option("drop", help="drop | keep empty candidates"),
-    truncated: str = typer.Option("keep", help="keep | trim | drop candidates cut at --max-tokens (trim: back to "
-                                  "the last complete sentence)"),
+    keep: Literal["all", "one"] = typer.Option("all", help="all | one (one random candidate per source, CSEM Sec. IV-B)"),
+    duplicates: Literal["drop", "keep"] = typer.Option("drop", help="drop | keep duplicate candidates of a source"),
+    empty: Literal["drop", "keep"] = typer.Option("drop", help="drop | keep empty candidates"),
+    truncated: Literal["keep", "trim", "drop"] = typer.Option("keep", help="keep | trim | drop candidates cut at --max-tokens (trim: back to "
+                                  "the last complete sentence; one without a complete sentence is kept as "
+                                  "generated and flagged, collect.flag = truncated)"),
     col: Optional[List[str]] = col_option(),
 ) -> None:
     """Sample J candidates per source from each generator (top-k 50 by default), add the reference,
@@ -62,5 +63,6 @@ def collect(
     partial.unlink(missing_ok=True)  # every sample is in `out` now; the partial file only serves a resume
     Console().print(f"wrote {len(cands)} candidates to {out}: generated {summary.generated}, resumed {summary.resumed}, "
                     f"references {summary.references}, empty {summary.empty}, duplicates {summary.duplicates}, "
-                    f"truncated {summary.truncated} (trimmed {summary.trimmed}), dropped {summary.dropped}, "
+                    f"cut at max_tokens {summary.truncated} (trimmed {summary.trimmed}, kept cut {summary.kept_cut}), "
+                    f"dropped {summary.dropped}, "
                     f"{summary.seconds:.1f} s; per system {summary.per_system}")

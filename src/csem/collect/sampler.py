@@ -63,8 +63,9 @@ class CollectSummary:
     references: int = 0
     empty: int = 0
     duplicates: int = 0
-    truncated: int = 0
-    trimmed: int = 0
+    truncated: int = 0  # samples that stopped at max_tokens
+    trimmed: int = 0  # of those, cut back to their last complete sentence (truncated: trim)
+    kept_cut: int = 0  # of those, kept as generated and flagged (truncated: keep, or no complete sentence)
     dropped: int = 0
     kept: int = 0
     seconds: float = 0.0
@@ -205,6 +206,7 @@ def _pool(by_source: dict[str, list[dict]], srcs, *, seed: int, keep: str, dupli
                     summary.trimmed += 1
                 elif cut is None:  # kept as generated (no complete sentence to cut back to, or truncated: keep)
                     rec["collect.flag"] = "truncated"
+                    summary.kept_cut += 1
             norm = _norm(rec["candidate"] or "")
             if not norm:
                 summary.empty += 1
@@ -332,8 +334,8 @@ def collect_candidates(
             (``finish_reason == "length"``, counted in ``CollectSummary.truncated``): ``keep`` it as
             generated (flagged ``collect.flag = "truncated"``), ``trim`` it back to its last complete
             sentence (:func:`trim_to_sentence`; the generated text kept in ``collect.untrimmed``,
-            counted in ``trimmed``; one with no complete sentence is kept as generated and flagged), or
-            ``drop`` it. Applied when the pool is made, so a resumed run can change it without
+            counted in ``trimmed``; one with no complete sentence is kept as generated, flagged and
+            counted in ``kept_cut``, so ``trim`` can leave a text cut mid-sentence), or ``drop`` it. Applied when the pool is made, so a resumed run can change it without
             sampling again.
         partial_path: a JSONL file where each finished sample is appended; on a re-run its samples
             are reused (when made with the same decoding settings) and only the missing ones are

@@ -214,7 +214,8 @@ def write_report(run_dir: Path, cfg, state: dict) -> list[Path]:
         f"- sources: {col.get('sources')} ({tr.get('train_sources')} for training, {tr.get('dev_sources')} dev, {tr.get('test_sources')} held out)",
         f"- candidates kept: {col.get('kept')} (generated {col.get('generated')}, resumed {col.get('resumed')}, "
         f"references {col.get('references')}, empty {col.get('empty')}, duplicates {col.get('duplicates')}, "
-        f"cut at max_tokens {col.get('truncated', 'n/a')} (trimmed {col.get('trimmed', 'n/a')}), dropped {col.get('dropped')}) in {col.get('seconds') or 0:.1f} s",
+        f"cut at max_tokens {col.get('truncated', 'n/a')} (trimmed {col.get('trimmed', 'n/a')}, kept cut "
+        f"{col.get('kept_cut', 'n/a')}), dropped {col.get('dropped')}) in {col.get('seconds') or 0:.1f} s",
         f"- per system: {col.get('per_system')}", "",
         "## Judge",
         f"- judge `{cfg.annotate.judge}`, rubrics {', '.join(cfg.annotate.rubrics)}, mode `{cfg.annotate.mode}`",
