@@ -399,3 +399,19 @@ def test_collect_fingerprint_ignores_unset_decoding_fields(tmp_path):
     assert s["decoding"] == {"max_tokens": 20} and s["generators"][0]["decoding"] == {"max_tokens": 20}
     assert settings(max_tokens=20, top_p=None, stop=None)[0] == plain
     assert settings(max_tokens=20, top_p=0.9)[0] != plain
+
+
+def test_collect_fingerprint_of_truncated(tmp_path):
+    """``collect.truncated`` at its default (``keep``, the behaviour before it existed) leaves a finished run's
+    collect fingerprint as it was; ``trim`` or ``drop`` changes it."""
+    from csem.pipeline.state import fingerprint
+
+    def fp(**extra):
+        path = _pipeline_file(tmp_path, collect={"generators": [{"uri": "llama-cpp:smollm2", "name": "smol"}],
+                                                 **extra})
+        s = Pipeline.from_file(path, tmp_path / "run", progress=False).collect_settings()
+        return fingerprint({"collect": s}, []), s
+
+    plain, s = fp()
+    assert "truncated" not in s and fp(truncated="keep")[0] == plain
+    assert len({plain, fp(truncated="trim")[0], fp(truncated="drop")[0]}) == 3
