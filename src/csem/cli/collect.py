@@ -33,12 +33,13 @@ def collect(
                                                       "every generator (repeatable), e.g. base_url=..., concurrency=4"),
     seed: int = typer.Option(0),
     no_reference: bool = typer.Option(False, "--no-reference", help="do not add the reference as a candidate"),
-    keep: Literal["all", "one"] = typer.Option("all", help="all | one (one random candidate per source, CSEM Sec. IV-B)"),
+    keep: Literal["all", "one"] = typer.Option("all", help="all | one (one random candidate per source, "
+                                                            "CSEM Sec. IV-B)"),
     duplicates: Literal["drop", "keep"] = typer.Option("drop", help="drop | keep duplicate candidates of a source"),
     empty: Literal["drop", "keep"] = typer.Option("drop", help="drop | keep empty candidates"),
-    truncated: Literal["keep", "trim", "drop"] = typer.Option("keep", help="keep | trim | drop candidates cut at --max-tokens (trim: back to "
-                                  "the last complete sentence; one without a complete sentence is kept as "
-                                  "generated and flagged, collect.flag = truncated)"),
+    truncated: Literal["keep", "trim", "drop"] = typer.Option(
+        "keep", help="keep | trim | drop candidates cut at --max-tokens (trim: back to the last complete sentence; "
+                     "one without a complete sentence is kept as generated and flagged, collect.flag = truncated)"),
     col: Optional[List[str]] = col_option(),
 ) -> None:
     """Sample J candidates per source from each generator (top-k 50 by default), add the reference,

@@ -87,8 +87,9 @@ _SENTENCE_END = re.compile(r"[.!?\u2026][\"'\u201d\u2019)\]]*$")
 
 def trim_to_sentence(text: str) -> str | None:
     """``text`` cut back to the end of its last complete sentence (one that ends with ``. ! ? …``,
-    optionally followed by closing quotes or brackets; sentences split by :func:`csem.data.contrasts.split_sentences`),
-    or ``None`` when no sentence is complete. A text that already ends a sentence comes back unchanged.
+    optionally followed by closing quotes or brackets; sentences split by
+    :func:`csem.data.contrasts.split_sentences`), or ``None`` when no sentence is complete. A text that
+    already ends a sentence comes back unchanged.
 
     Used on samples a generator stopped at ``max_tokens`` (``finish_reason == "length"``): with the
     64-token default a summary is often cut mid-sentence, which a reader (and csem's acceptability
@@ -246,7 +247,8 @@ async def acollect_candidates(
 ) -> tuple[list[dict], "CollectSummary"]:
     """Async core of :func:`collect_candidates` (same arguments and result)."""
     for name, value, allowed in (("keep", keep, ("all", "one")), ("duplicates", duplicates, ("drop", "keep")),
-                                 ("empty", empty, ("drop", "keep")), ("truncated", truncated, ("keep", "trim", "drop"))):
+                                 ("empty", empty, ("drop", "keep")),
+                                 ("truncated", truncated, ("keep", "trim", "drop"))):
         if value not in allowed:
             raise ValueError(f"{name} must be one of {', '.join(allowed)}, got '{value}'")
     if not generators:
@@ -335,8 +337,8 @@ def collect_candidates(
             generated (flagged ``collect.flag = "truncated"``), ``trim`` it back to its last complete
             sentence (:func:`trim_to_sentence`; the generated text kept in ``collect.untrimmed``,
             counted in ``trimmed``; one with no complete sentence is kept as generated, flagged and
-            counted in ``kept_cut``, so ``trim`` can leave a text cut mid-sentence), or ``drop`` it. Applied when the pool is made, so a resumed run can change it without
-            sampling again.
+            counted in ``kept_cut``, so ``trim`` can leave a text cut mid-sentence), or ``drop`` it.
+            Applied when the pool is made, so a resumed run can change it without sampling again.
         partial_path: a JSONL file where each finished sample is appended; on a re-run its samples
             are reused (when made with the same decoding settings) and only the missing ones are
             generated.

@@ -446,7 +446,7 @@ class Pipeline:
         later, unset, leaves finished runs' fingerprints as they were."""
         c = self.cfg.collect
         out = c.model_dump(exclude={"decoding", "generators"})
-        if c.truncated == "keep":  # added 7 December 2026: at its default, runs finished before keep their fingerprint
+        if c.truncated == "keep":  # added 7 December 2026; at its default, runs finished before keep their fingerprint
             del out["truncated"]
         out["decoding"] = c.decoding.model_dump(exclude_none=True)
         out["generators"] = [{**g.model_dump(exclude={"decoding"}),
