@@ -133,3 +133,21 @@ def test_csem_train_default_recipe_drops_the_pipelines_warm_start(recipe_bench):
     finally:
         recipe_bench.INIT = None
     assert tc.init == "/some/student" and config.members == 5 and tc.seed == 15
+
+
+def test_recipe_baselines_include_the_system_prior(recipe_bench):
+    """The system prior (each candidate scored by its system's mean training label) stands beside the lexical
+    baselines: here the judge prefers system a in every article, and the prior says so from training alone."""
+    src = "The council voted to close the bridge for repairs. Buses will still cross. Work starts in May."
+    cands = {"a": "The council voted to close the bridge.", "b": "Buses cross in May the bridge work.",
+             "c": "Work starts."}
+
+    def rows(docs, judged):
+        return [{"id": f"{d}/{s}", "doc_id": d, "system_id": s, "source": src, "candidate": cands[s],
+                 "judge.relevance": judged[s] + 0.1 * i} for i, d in enumerate(docs) for s in cands]
+
+    train = rows(["d1", "d2", "d3"], {"a": 4.0, "b": 2.0, "c": 3.0})
+    test = rows(["d4", "d5"], {"a": 4.5, "b": 1.5, "c": 3.5})
+    res = recipe_bench.baselines(train, test, ["judge.relevance"])
+    assert res["system prior"]["judge.relevance"] == pytest.approx(1.0)
+    assert set(res) >= {"length", "extractiveness", "overlap features (least squares)"}
