@@ -335,7 +335,9 @@ def main() -> None:
         res["test_baselines"] = baselines(train, test, labels)
     res["meta"]["seconds"] = time.perf_counter() - t_all
 
-    md = ["# Main-job student recipe: grouped cross-validation on the training articles (issue 24)", "",
+    md = ["# Main-job student recipe: grouped cross-validation on "
+          f"{'all the articles (an estimate, not a choice)' if args.all_articles else 'the training articles'}"
+          " (issue 24)", "",
           f"Run folder `{args.run_dir}` ({len(train)} training rows, {len(test)} test rows; labels "
           f"{', '.join(labels)}). {len(folds)} folds of "
           f"{'all the articles, the test ones included (an estimate, not a choice)' if args.all_articles else 'training articles'}"
