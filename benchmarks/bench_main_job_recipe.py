@@ -248,6 +248,8 @@ def main() -> None:
                          "agreement with less split noise than six test articles give, never a choice (no --test)")
     ap.add_argument("--init", default=None, help="the warm-start recipes' initial student (a model folder)")
     args = ap.parse_args()
+    if args.all_articles and args.test:
+        ap.error("--all-articles folds over the test articles too: it takes no --test")
     setup(args)
     global INIT
     INIT = args.init
@@ -259,13 +261,11 @@ def main() -> None:
     train = [r for r in recs if r.get("split") == "train"]
     test = [r for r in recs if r.get("split") == "test"]
     if args.all_articles:
-        if args.test:
-            raise SystemExit("--all-articles folds over the test articles too: it takes no --test")
         train, test = train + test, []
     names = [n for n in args.recipes.split(",") if n]
     unknown = [n for n in names if n not in RECIPES]
     if unknown:
-        raise SystemExit(f"--recipes: unknown recipe(s) {unknown}; known: {list(RECIPES)}")
+        ap.error(f"--recipes: unknown recipe(s) {unknown}; known: {list(RECIPES)}")
     seeds = [int(s) for s in args.seeds.split(",") if s]
     folds = folds_of([r["doc_id"] for r in train], args.folds)
     log(f"{len(train)} training rows ({len({r['doc_id'] for r in train})} articles, {len(folds)} folds), "

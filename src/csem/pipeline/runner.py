@@ -83,6 +83,10 @@ from csem.pipeline.config import STAGES, PipelineConfig, load_pipeline, resolve_
 from csem.pipeline.folder import BASELINES_FILE, LABELLED, SCORED, RunFolder
 from csem.pipeline.state import RunState, fingerprint
 
+#: collect settings added after run folders existed: left out of the collect fingerprint at their default
+#: value (which does what csem did before), so a finished run does not collect again after an upgrade
+COLLECT_FIELDS_ADDED = ("truncated",)  # 7 December 2026
+
 console = Console(stderr=True)
 
 
@@ -443,11 +447,13 @@ class Pipeline:
     def collect_settings(self) -> dict:
         """The collect settings that fingerprint the stage. Decoding settings (run and per generator)
         list only the fields that are set: an unset field (None) inherits, so a field csem adds
-        later, unset, leaves finished runs' fingerprints as they were."""
+        later, unset, leaves finished runs' fingerprints as they were; so do the collect fields of
+        :data:`COLLECT_FIELDS_ADDED` at their defaults."""
         c = self.cfg.collect
         out = c.model_dump(exclude={"decoding", "generators"})
-        if c.truncated == "keep":  # added 7 December 2026; at its default, runs finished before keep their fingerprint
-            del out["truncated"]
+        for name in COLLECT_FIELDS_ADDED:  # at their default they behave as before they existed
+            if out[name] == type(c).model_fields[name].default:
+                del out[name]
         out["decoding"] = c.decoding.model_dump(exclude_none=True)
         out["generators"] = [{**g.model_dump(exclude={"decoding"}),
                               "decoding": g.decoding.model_dump(exclude_none=True) if g.decoding else None}
