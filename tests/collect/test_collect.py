@@ -146,15 +146,16 @@ def test_killed_collect_resumes_without_repeating(tmp_path, sources):
 @pytest.mark.slow  # samples from SmolLM2
 def test_samples_cut_at_max_tokens_are_kept_trimmed_or_dropped(sources, tmp_path):
     gens = [GeneratorSpec(uri="llama-cpp:smollm2", name="smol", num_samples=2)]
+    MID = GenerateConfig(max_tokens=32)  # these seeded samples: 6 cut, 4 of them with a complete sentence to keep
     partial = tmp_path / "c.partial.jsonl"
-    kept, sk = collect_candidates(sources, gens, decoding=SHORT, include_reference=False, duplicates="keep",
+    kept, sk = collect_candidates(sources, gens, decoding=MID, include_reference=False, duplicates="keep",
                                   partial_path=partial, progress=False)
     cut = [r for r in kept if r["collect.finish_reason"] == "length"]
-    assert cut and sk.truncated == len(cut) == sk.kept_cut and sk.trimmed == 0  # 16 tokens cut most summaries
+    assert cut and sk.truncated == len(cut) == sk.kept_cut and sk.trimmed == 0
     assert all(r.get("collect.flag") == "truncated" for r in cut)
     assert all(r["collect.finish_reason"] == "stop" for r in kept if r not in cut)
     # trim: from the same samples (the partial log; nothing is generated again)
-    trimmed, st = collect_candidates(sources, gens, decoding=SHORT, include_reference=False, duplicates="keep",
+    trimmed, st = collect_candidates(sources, gens, decoding=MID, include_reference=False, duplicates="keep",
                                      truncated="trim", partial_path=partial, progress=False)
     assert st.generated == 0 and st.resumed == 6 and st.truncated == sk.truncated
     raw = {r["id"]: r["candidate"] for r in kept}
@@ -166,9 +167,9 @@ def test_samples_cut_at_max_tokens_are_kept_trimmed_or_dropped(sources, tmp_path
             assert len(r["candidate"]) < len(raw[r["id"]]) and r["candidate"][-1] in ".!?\"')"
         else:
             assert r["candidate"] == raw[r["id"]]
-    assert n_trimmed == st.trimmed
+    assert n_trimmed == st.trimmed >= 1  # the trim branch ran on real samples
     assert st.kept_cut == sum(r.get("collect.flag") == "truncated" for r in trimmed) <= st.truncated - st.trimmed
-    dropped, sd = collect_candidates(sources, gens, decoding=SHORT, include_reference=False, duplicates="keep",
+    dropped, sd = collect_candidates(sources, gens, decoding=MID, include_reference=False, duplicates="keep",
                                      truncated="drop", partial_path=partial, progress=False)
     assert sd.dropped == sk.truncated and len(dropped) == 6 - sk.truncated
     assert all(r["collect.finish_reason"] == "stop" for r in dropped)
