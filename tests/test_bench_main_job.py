@@ -151,3 +151,23 @@ def test_recipe_baselines_include_the_system_prior(recipe_bench):
     res = recipe_bench.baselines(train, test, ["judge.relevance"])
     assert res["system prior"]["judge.relevance"] == pytest.approx(1.0)
     assert set(res) >= {"length", "extractiveness", "overlap features (least squares)"}
+
+
+@pytest.fixture(scope="module")
+def gate_bench():
+    yield from load_benchmark("bench_main_job_gate")
+
+
+def test_gate_bench_splits_generated_candidates_by_a_final_stop(gate_bench, tmp_path, monkeypatch):
+    rows = [{"system_id": "g", "candidate": "The bridge closes.", "judge.coherence": 4.0},
+            {"system_id": "g", "candidate": 'He said "we go."', "judge.coherence": 3.0},
+            {"system_id": "g", "candidate": "The bridge will be", "judge.coherence": 5.0},
+            {"system_id": "reference", "candidate": "A reference without a stop", "judge.coherence": 1.0}]
+    res = gate_bench.cut_vs_complete(rows, ["judge.coherence"])
+    assert res == {"cut": {"n": 1, "judge.coherence": 5.0}, "complete": {"n": 2, "judge.coherence": 3.5}}
+    import sys
+
+    monkeypatch.setattr(sys, "argv", ["bench_main_job_gate.py", "--run-dirs", str(tmp_path)])
+    with pytest.raises(SystemExit) as exc:  # not a finished run folder: a usage error before any work
+        gate_bench.main()
+    assert exc.value.code == 2
