@@ -20,22 +20,13 @@ Out:  benchmarks/results/main_job_gate.{json,md}
 from __future__ import annotations
 
 import json
-import re
 import statistics
 from pathlib import Path
 
+from bench_main_job_recipe import summary_spearman
 from harness import fmt, log, machine, markdown_table, now, parser, setup, write_results
 
-#: a complete text ends a sentence (the same rule as csem.collect.sampler.trim_to_sentence's)
-ENDS_SENTENCE = re.compile(r"[.!?\u2026][\"'\u201d\u2019)\]]*$")
-
-
-def summary_spearman(records: list[dict], metric: str, target: str) -> float | None:
-    from csem.meta.correlation import column_correlations
-
-    v = column_correlations(records, metric, target, levels=("summary",), methods=("spearman",))
-    value = v[("summary", "spearman")].value
-    return None if value != value else value
+from csem.collect.sampler import SENTENCE_END as ENDS_SENTENCE  # trim_to_sentence's rule
 
 
 def cut_vs_complete(records: list[dict], labels: list[str]) -> dict:

@@ -82,7 +82,7 @@ def sample_seed(seed: int, source_id: str, system: str, k: int) -> int:
 
 
 #: a sentence is complete when it ends with a terminal mark, optionally followed by closing quotes or brackets
-_SENTENCE_END = re.compile(r"[.!?\u2026][\"'\u201d\u2019)\]]*$")
+SENTENCE_END = re.compile(r"[.!?\u2026][\"'\u201d\u2019)\]]*$")
 
 
 def trim_to_sentence(text: str) -> str | None:
@@ -99,7 +99,7 @@ def trim_to_sentence(text: str) -> str | None:
 
     sentences = split_sentences(text)
     for i in range(len(sentences) - 1, -1, -1):
-        if _SENTENCE_END.search(sentences[i]):
+        if SENTENCE_END.search(sentences[i]):
             # the sentences are exact substrings, in order: find the end of sentence i in text
             pos = 0
             for sent in sentences[: i + 1]:
