@@ -21,6 +21,11 @@ Stages (``--stages``, default all; each saves as it finishes, ``--resume`` keeps
   ensemble the default recipe as a seed ensemble (``csem train --members``, default 5 students, the mean
            of their scores) on both splits, ``--ensembles`` ensembles with disjoint seeds, beside the spread
            of their members scored alone
+  ceiling  what a perfect teacher would give this student: csem train's default recipe and the novelty recipe
+           trained on the EXPERT means of the training rows instead of GPT-4's ratings (same rows, splits and
+           ``--seeds`` seeds), beside extractiveness and the features-only fits on the expert labels; an upper
+           bound on what distilling any teacher on these rows can reach (uses expert labels of the training
+           documents only, never a test document's)
   gatecv   which lexical features the acceptability gate reads, by 2-fold cross-validation over the standard
            split's TRAINING documents: the gate of the default recipe's standard-split model refitted on one
            fold, the sanity suite (below) run on the other fold's documents; every lexical feature vs without
@@ -63,7 +68,7 @@ from harness import ASPECTS, RESULTS, aspect_rows, log, machine, markdown_table,
 
 import bench_student_summeval as S
 
-STAGES = ("cv", "final", "ensemble", "gatecv", "sanity", "sanity_seeds", "ties", "speed")
+STAGES = ("cv", "final", "ensemble", "ceiling", "gatecv", "sanity", "sanity_seeds", "ties", "speed")
 OLD = "no contrast pretraining (labels only)"
 WARM = "warm start from --init"
 NOVELTY = "labels only, novelty features (the overlap features without the length)"
@@ -408,6 +413,46 @@ def stage_ensemble(b: Bench, train, test) -> None:
         b.save()
 
 
+def expert_labelled(recs: list[dict]) -> list[dict]:
+    """Copies of ``recs`` whose label columns (``judge.<aspect>``) hold the experts' means (``human.<aspect>``)."""
+    return [dict(r, **{f"judge.{a}": r[f"human.{a}"] for a in ASPECTS}) for r in recs]
+
+
+def stage_ceiling(b: Bench, train, test) -> None:
+    """The student trained on the experts' own ratings of the training rows (see the module docstring):
+    ``ceiling[split] = {"baselines": {row: aspect_rows}, recipe: {"seeds": {seed: row}, "spearman": stats}}``."""
+    args = b.args
+    splits, systems = splits_of(train, test)
+    if args.split != "both":
+        splits = {args.split: splits[args.split]}
+    b.touched.add("ceiling")
+    out = b.data.setdefault("ceiling", {})
+    seeds = [args.seed + 12 + k for k in range(args.seeds)]
+    for split, (tr, te) in splits.items():
+        on = systems if split == "disjoint" else None
+        rows = out.setdefault(split, {})
+        if rows.get("systems") != on:  # another system-disjoint split (see stage_final): trained anew
+            rows.clear()
+        rows["systems"] = on
+        tr_h = expert_labelled(tr)
+        rows["baselines"] = {n.replace("GPT-4 labels", "the EXPERT labels"): v
+                             for n, v in S.lexical_baselines(tr_h, te).items()}
+        for name in (default_recipe(), NOVELTY):
+            rec = rows.setdefault(name, {"seeds": {}})
+            for seed in seeds:
+                if str(seed) in rec["seeds"]:
+                    continue
+                model, secs, _ = fit(tr_h, name, seed, args.threads)
+                row = S.row_of(score(model, [dict(r) for r in te]), "metric.s")
+                rec["seeds"][str(seed)] = {"row": row, "train_s": secs}
+                log(f"ceiling {split} {name} seed {seed}: {row['average']['spearman']:.3f} ({secs:.0f} s)")
+                b.save()
+            rec["spearman"] = stats([v["row"]["average"]["spearman"] for v in rec["seeds"].values()])
+            rec["per_aspect"] = {a: statistics.fmean(v["row"][a]["spearman"] for v in rec["seeds"].values())
+                                 for a in ASPECTS}
+            b.save()
+
+
 def slug(name: str) -> str:
     if needs_init(name):
         return f"warm{list(RECIPES).index(name)}"
@@ -698,6 +743,13 @@ def merge(b: Bench) -> None:
         target[f"student MiniLM csem train recipe, {rec['recipe']}, seed ensemble of {rec['members']} "
                f"(csem train --members {rec['members']}), mean of {len(groups)} ensembles"
                + (", system-disjoint" if key else "")] = row
+    ceiling = {split: {**{n: {"spearman": v["average"]["spearman"]} for n, v in rows.get("baselines", {}).items()},
+                       **{f"student trained on the EXPERT labels: {n}": {"spearman": r["spearman"]["mean"],
+                                                                        "spearman_sd": r["spearman"]["sd"]}
+                          for n, r in rows.items() if isinstance(r, dict) and "spearman" in r}}
+               for split, rows in (b.data.get("ceiling") or {}).items()}
+    if ceiling:
+        d["expert_ceiling"] = ceiling
     d["sanity"] = {case: {a: v["below_all"] for a, v in cells.items()}
                    for case, cells in b.data["sanity"].get(default, {}).items()}
     d["sanity_detail"] = b.data["sanity"]
@@ -761,6 +813,15 @@ def render(d: dict) -> list[str]:
                   "summary-level Spearman with the experts.", "",
                   markdown_table(table, ["split", "members", "ensembles", "ensemble, mean ± sd", "min-max",
                                          "its members alone, mean ± sd", "min-max", "gain"]), ""]
+    for split, rows in (d.get("ceiling") or {}).items():
+        table = [[n, fmt(row["average"]["spearman"]), "", ""] for n, row in rows.get("baselines", {}).items()]
+        table += [[f"student trained on the EXPERT labels: {n}", fmt(r["spearman"]["mean"]), fmt(r["spearman"]["sd"]),
+                   ", ".join(fmt(v["row"]["average"]["spearman"]) for v in r["seeds"].values())]
+                  for n, r in rows.items() if isinstance(r, dict) and "spearman" in r]
+        lines += [f"## Ceiling, {split} split: the student trained on the experts' own ratings", "",
+                  "The same training rows labelled with the expert means instead of GPT-4's ratings (what a perfect "
+                  "teacher would give); average summary-level Spearman with the experts on the test rows.", "",
+                  markdown_table(table, ["metric", "Spearman (mean)", "sd", "per seed"]), ""]
     for name, san in (d.get("sanity") or {}).items():
         lines += [f"## Sanity suite: {name}", "", "Share of test documents where the degenerate candidate scores below "
                   "every real candidate (below the median in brackets).", "",
@@ -846,6 +907,8 @@ def main() -> int:
             stage_final(b, train, test)
         elif stage == "ensemble":
             stage_ensemble(b, train, test)
+        elif stage == "ceiling":
+            stage_ceiling(b, train, test)
         elif stage == "gatecv":
             stage_gatecv(b, train)
         elif stage == "sanity":

@@ -147,3 +147,21 @@ def test_aspect_benchmark_drops_rows_of_another_disjoint_split(monkeypatch):
         assert res["final"]["standard"]["default"]["kept"]
     finally:
         gen.close()
+
+
+def test_ceiling_trains_on_the_experts_labels_and_renders_them(bench):
+    """The ceiling stage's rows: the label columns hold the experts' means (the originals untouched), and the
+    report puts each split's students on expert labels beside the baselines fitted to the same labels."""
+    rec = {"doc_id": "d0", "system_id": "M8", **{f"judge.{a}": 1.0 for a in bench.ASPECTS},
+           **{f"human.{a}": 2.0 + i for i, a in enumerate(bench.ASPECTS)}}
+    (out,) = bench.expert_labelled([rec])
+    assert [out[f"judge.{a}"] for a in bench.ASPECTS] == [2.0, 3.0, 4.0, 5.0]
+    assert rec["judge.coherence"] == 1.0
+    row = {"average": {"spearman": 0.25, "kendall": 0.2}}
+    seeds = {"12": {"row": {"average": {"spearman": 0.3}}}, "13": {"row": {"average": {"spearman": 0.31}}}}
+    d = {"meta": {}, "ceiling": {"disjoint": {"systems": {"train": [], "test": []}, "baselines": {"extractiveness": row},
+                                              "recipe A": {"seeds": seeds, "spearman": bench.stats([0.3, 0.31])}}}}
+    text = "\n".join(bench.render(d))
+    assert "## Ceiling, disjoint split" in text
+    assert "| extractiveness | 0.250 |" in text
+    assert "| student trained on the EXPERT labels: recipe A | 0.305 | 0.007 | 0.300, 0.310 |" in text

@@ -80,6 +80,13 @@ def render(d: dict) -> list[str]:
                             else "no number of documents (flat)")
                          + " (SummEval has 100, GPT-4 ratings cover them all; the split trains on 50).")
         lines.append("")
+    if d.get("expert_ceiling"):
+        lines += ["## Ceiling: the student trained on the experts' own ratings (bench_student_contrast.py, stage ceiling)", "",
+                  "The training rows of each split labelled with the expert means instead of GPT-4's ratings, what a "
+                  "perfect teacher would give; average summary-level Spearman with the experts on the test rows.", "",
+                  markdown_table([[split, n, fmt(v["spearman"]) + (f" ± {fmt(v['spearman_sd'])}" if "spearman_sd" in v else "")]
+                                  for split, rows in d["expert_ceiling"].items() for n, v in rows.items()],
+                                 ["split", "metric", "Spearman"]), ""]
     if d.get("runs"):
         lines += ["## Training runs", "",
                   markdown_table([[k, v.get("epochs"), f"{v.get('train_s', 0):.0f}"] for k, v in d["runs"].items()],
