@@ -41,7 +41,7 @@ from __future__ import annotations
 from harness import CACHE, log, parser, setup, summeval_llm_ratings, write_results
 from student_stages import STAGES as _STAGES
 from student_stages.common import (EXTRACTIVE, LEXICAL_MLP, OVERLAP_LS, PRIOR, RECIPES, REFERENCE, TEACHER, TIE,
-                                   Bench, configs, cv_epochs, lexical_baselines, recipe, row_of, split_docs,
+                                   Bench, configs, cv_epochs, lexical_baselines, log_fit, recipe, row_of, split_docs,
                                    disjoint_systems, student_name, system_prior, train_student,
                                    update_verdict)
 from student_stages.cv import choose
@@ -52,7 +52,7 @@ STAGES = tuple(_STAGES)
 
 # re-exported for scripts that import this one (bench_student_contrast.py: ``import bench_student_summeval as S``)
 __all__ = ["CACHE", "EXTRACTIVE", "LEXICAL_MLP", "OVERLAP_LS", "PRIOR", "RECIPES", "REFERENCE", "STAGES", "TEACHER",
-           "TIE", "Bench", "choose", "configs", "cv_epochs", "disjoint_systems", "lexical_baselines", "main", "recipe", "render",
+           "TIE", "Bench", "choose", "configs", "cv_epochs", "disjoint_systems", "lexical_baselines", "log_fit", "main", "recipe", "render",
            "render_cv", "row_of", "split_docs", "student_name", "system_prior", "train_student", "update_verdict",
            "write_results"]
 

@@ -165,3 +165,15 @@ def test_ceiling_trains_on_the_experts_labels_and_renders_them(bench):
     assert "## Ceiling, disjoint split" in text
     assert "| extractiveness | 0.250 |" in text
     assert "| student trained on the EXPERT labels: recipe A | 0.305 | 0.007 | 0.300, 0.310 |" in text
+
+
+def test_ceiling_curve_fit_extrapolates_to_the_target(bench):
+    """The learning curve's log fit: exact on points on a log line, the documents at which it reaches the
+    target; None when the curve is flat."""
+    import math
+
+    pts = [(12, 0.1 + 0.05 * math.log(12)), (25, 0.1 + 0.05 * math.log(25)), (50, 0.1 + 0.05 * math.log(50))]
+    f = bench.S.log_fit(pts, 0.35)
+    assert f["intercept"] == pytest.approx(0.1) and f["slope_per_ln_doc"] == pytest.approx(0.05)
+    assert f["docs_to_target"] == pytest.approx(math.exp(5))
+    assert bench.S.log_fit([(12, 0.3), (50, 0.3)], 0.35)["docs_to_target"] is None

@@ -149,6 +149,23 @@ def lexical_baselines(train, test, suffix: str = "", human=lambda a: f"human.{a}
             LEXICAL_MLP + suffix: aspect_rows(te, lambda a: f"metric.lexmlp.{a}", human=human)}
 
 
+def log_fit(points: list[tuple[int, float]], target: float) -> dict:
+    """Least-squares fit of a learning curve, ``spearman = intercept + slope * ln(docs)``, to ``points``
+    ((training documents, Spearman), at least 2), and the documents at which it would reach ``target``:
+    ``{"intercept", "slope_per_ln_doc", "target", "docs_to_target"}``, the last None when the curve is flat or
+    falling (slope <= 1e-9) or the answer overflows a float."""
+    import math
+
+    import numpy as np
+
+    slope, icpt = np.polyfit(np.log([d for d, _ in points]), [v for _, v in points], 1)
+    try:
+        need = float(math.exp((target - icpt) / slope)) if slope > 1e-9 else None
+    except OverflowError:
+        need = None
+    return {"intercept": float(icpt), "slope_per_ln_doc": float(slope), "target": target, "docs_to_target": need}
+
+
 def student_name(recipe: str) -> str:
     """Row name of a recipe's student: the encoder first (MiniLM unless the recipe names another)."""
     return recipe if recipe.startswith("mpnet") else f"MiniLM {recipe}"

@@ -3,12 +3,11 @@ telling the system from the text, the learning curves extrapolated to the system
 
 from __future__ import annotations
 
-import math
 import statistics
 
 from harness import ASPECTS, log
 
-from .common import PRIOR, Bench, row_of, system_prior
+from .common import PRIOR, Bench, log_fit, row_of, system_prior
 
 
 SYS_EXPERT = "system means of the EXPERT ratings on the training documents (what knowing the system alone gives)"
@@ -77,9 +76,8 @@ def stage_limits(b: Bench, train, test) -> None:
         pts = [(e["docs"], e["spearman"]) for e in b.data["learning_curve"] if e.get("recipe") == name]
         if len(pts) < 3 or prior is None:
             continue
-        slope, icpt = np.polyfit(np.log([d for d, _ in pts]), [s for _, s in pts], 1)
-        need = float(math.exp((prior - icpt) / slope)) if slope > 0 else None
-        fits[name] = {"intercept": float(icpt), "slope_per_ln_doc": float(slope), "points": pts,
-                      "docs_to_reach_prior": need}
+        f = log_fit(pts, prior)
+        fits[name] = {"intercept": f["intercept"], "slope_per_ln_doc": f["slope_per_ln_doc"], "points": pts,
+                      "docs_to_reach_prior": f["docs_to_target"]}
     lim["curve_fits"] = fits
     b.save()
