@@ -438,6 +438,12 @@ def stage_ceiling(b: Bench, train, test) -> None:
         tr_h = expert_labelled(tr)
         rows["baselines"] = {n.replace("GPT-4 labels", "the EXPERT labels"): v
                              for n, v in S.lexical_baselines(tr_h, te).items()}
+        # how the one-line baseline relates to the experts on the training rows themselves: what a learner
+        # fitted there can see of it
+        from csem.baselines import extractiveness
+
+        rows["extractiveness on the training rows"] = aspect_rows(
+            [dict(r, **{"metric.extractive": e}) for r, e in zip(tr, extractiveness(tr))], lambda a: "metric.extractive")
         for name in (default_recipe(), NOVELTY):
             rec = rows.setdefault(name, {"seeds": {}})
             for seed in seeds:
@@ -849,6 +855,11 @@ def render(d: dict) -> list[str]:
                   "The same training rows labelled with the expert means instead of GPT-4's ratings (what a perfect "
                   "teacher would give); average summary-level Spearman with the experts on the test rows.", "",
                   markdown_table(table, ["metric", "Spearman (mean)", "sd", "per seed"]), ""]
+        seen = rows.get("extractiveness on the training rows")
+        if seen:
+            lines += [f"Extractiveness against the experts on the training rows themselves: "
+                      f"{fmt(seen['average']['spearman'])} (" + ", ".join(f"{a} {fmt(seen[a]['spearman'])}" for a in ASPECTS)
+                      + ").", ""]
         curve = rows.get("curve") or {}
         if curve.get("fit"):
             f, need = curve["fit"], curve["fit"]["docs_to_target"]
