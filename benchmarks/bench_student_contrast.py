@@ -100,6 +100,13 @@ RECIPES = {
     NOVELTY + ", pairwise weight 3": {"model": {"feature_set": "novelty", "pairwise_weight": 3.0}},
     NOVELTY + ", linear head": {"model": {"feature_set": "novelty", "hidden_sizes": []}},
     NOVELTY + ", lr 3e-4": {"model": {"feature_set": "novelty"}, "lr": 3e-4, "head_lr": 3e-4},
+    # more rule-made pairs (session 45): up to 10 per training row (and reference) and aspect, a seeded 3,000
+    NOVELTY + ", contrast pretraining (3,000 pairs from the training rows, 1 epoch) + mixed into label training (0.5)": {
+        "model": {"feature_set": "novelty"}, "contrast_per_record": 10, "contrast_max_pairs": 3000,
+        "contrast_epochs": 1, "contrast_mix": 0.5, "contrast_pairs_per_batch": 8},
+    NOVELTY + ", contrast pretraining (8,000 pairs from the training rows, 1 epoch) + mixed into label training (0.5)": {
+        "model": {"feature_set": "novelty"}, "contrast_per_record": 10, "contrast_max_pairs": 8000,
+        "contrast_epochs": 1, "contrast_mix": 0.5, "contrast_pairs_per_batch": 8},
 }
 #: the warm-start recipes' initial student (--init); without it the cv and final stages leave them out
 INIT: str | None = None
