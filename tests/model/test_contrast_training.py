@@ -104,6 +104,12 @@ def test_train_cli_contrast_file_and_auto_pairs(tiny_encoder, train_records, tmp
     auto = json.loads((tmp_path / "auto" / "metric_card.json").read_text())["contrast"]
     assert auto["pairs"] >= len(train_records)  # an 'overall' aspect gets every family's pairs
     assert auto["specificity"] == 2.0 and card["contrast"]["specificity"] == 0.0
+    res = CliRunner().invoke(app, common + ["--out", str(tmp_path / "few"), "--contrast-per-record", "1",
+                                            "--contrast-epochs", "1", "--contrast-max-pairs", "3"])
+    assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "few" / "metric_card.json").read_text())["contrast"]["pairs"] == 3
+    res = CliRunner().invoke(app, common + ["--out", str(tmp_path / "none"), "--contrast-max-pairs", "0"])
+    assert res.exit_code == 2 and "--contrast-max-pairs" in res.output
     write_records([dict(p, aspect="style") for p in pairs], tmp_path / "bad.jsonl")
     res = CliRunner().invoke(app, common + ["--out", str(tmp_path / "bad"), "--contrast", str(tmp_path / "bad.jsonl")])
     assert res.exit_code == 2 and "no pair names one of the model's aspects" in res.output

@@ -138,6 +138,9 @@ def train(
     contrast_per_record: Optional[int] = typer.Option(None, "--contrast-per-record", help="without --contrast: make this "
                                                       "many rule-made pairs per training row and aspect (0 = none; "
                                                       "default: TrainConfig's)"),
+    contrast_max_pairs: Optional[int] = typer.Option(None, "--contrast-max-pairs", min=1, help="with "
+                                                     "--contrast-per-record: keep a seeded random subset of at most "
+                                                     "this many pairs (default: TrainConfig's, 400)"),
     contrast_epochs: Optional[int] = typer.Option(None, "--contrast-epochs", help="epochs of contrast pretraining"),
     contrast_mix: Optional[float] = typer.Option(None, "--contrast-mix", help="weight of the contrast loss mixed into "
                                                  "label training (0 = off)"),
@@ -183,6 +186,7 @@ def train(
         seed=seed, precision=precision, accelerator=accelerator,
         devices=int(devices) if devices.isdigit() else devices, num_nodes=num_nodes, strategy=strategy,
         num_threads=threads, progress=progress, contrast_per_record=contrast_per_record,
+        contrast_max_pairs=contrast_max_pairs,
         contrast_epochs=contrast_epochs, contrast_mix=contrast_mix, contrast_specificity=contrast_specificity,
         average_tail=average_tail, init=init))
     contrast_rows = read_records(contrast, required=()) if contrast else None
