@@ -55,7 +55,6 @@ merged into ``benchmarks/results/student_summeval.json`` (layout kept; the defau
 from __future__ import annotations
 
 import json
-import math
 import random
 import statistics
 import sys
@@ -480,7 +479,7 @@ def stage_ceiling(b: Bench, train, test) -> None:
             b.save()
         full = rows[default_recipe()]["spearman"]
         n_all = len({r["doc_id"] for r in tr_h})
-        pts = sorted([(int(k), v["mean"]) for k, v in curve["points"].items()] + [(n_all, full["mean"])])
+        pts = [(n, curve["points"][str(n)]["mean"]) for n in CEILING_DOCS] + [(n_all, full["mean"])]
         curve["points"][str(n_all)] = full
         curve["fit"] = S.log_fit(pts, CEILING_TARGETS[split])
         b.save()
