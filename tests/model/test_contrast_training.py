@@ -109,7 +109,7 @@ def test_train_cli_contrast_file_and_auto_pairs(tiny_encoder, train_records, tmp
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "few" / "metric_card.json").read_text())["contrast"]["pairs"] == 3
     res = CliRunner().invoke(app, common + ["--out", str(tmp_path / "none"), "--contrast-max-pairs", "0"])
-    assert res.exit_code == 2 and "--contrast-max-pairs" in res.output
+    assert res.exit_code == 2 and "contrast_max_pairs: Input should be greater than or equal to 1" in res.output
     write_records([dict(p, aspect="style") for p in pairs], tmp_path / "bad.jsonl")
     res = CliRunner().invoke(app, common + ["--out", str(tmp_path / "bad"), "--contrast", str(tmp_path / "bad.jsonl")])
     assert res.exit_code == 2 and "no pair names one of the model's aspects" in res.output

@@ -138,7 +138,7 @@ def train(
     contrast_per_record: Optional[int] = typer.Option(None, "--contrast-per-record", help="without --contrast: make this "
                                                       "many rule-made pairs per training row and aspect (0 = none; "
                                                       "default: TrainConfig's)"),
-    contrast_max_pairs: Optional[int] = typer.Option(None, "--contrast-max-pairs", min=1, help="with "
+    contrast_max_pairs: Optional[int] = typer.Option(None, "--contrast-max-pairs", help="with "
                                                      "--contrast-per-record: keep a seeded random subset of at most "
                                                      "this many pairs (default: TrainConfig's, 400)"),
     contrast_epochs: Optional[int] = typer.Option(None, "--contrast-epochs", help="epochs of contrast pretraining"),
