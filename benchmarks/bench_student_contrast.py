@@ -427,7 +427,8 @@ def expert_labelled(recs: list[dict]) -> list[dict]:
 
 def stage_ceiling(b: Bench, train, test) -> None:
     """The student trained on the experts' own ratings of the training rows (see the module docstring):
-    ``ceiling[split] = {"baselines": {row: aspect_rows}, recipe: {"seeds": {seed: row}, "spearman": stats}}``."""
+    ``ceiling[split] = {"systems", "baselines": {row: aspect_rows}, "training_rows": extractiveness's aspect_rows
+    on the training rows, "students": {recipe: {"seeds": {seed: row}, "spearman": stats}}, "curve"}``."""
     args = b.args
     splits, systems = splits_of(train, test)
     if args.split != "both":
@@ -448,10 +449,10 @@ def stage_ceiling(b: Bench, train, test) -> None:
         # fitted there can see of it
         from csem.baselines import extractiveness
 
-        rows["extractiveness on the training rows"] = aspect_rows(
+        rows["training_rows"] = aspect_rows(
             [dict(r, **{"metric.extractive": e}) for r, e in zip(tr, extractiveness(tr))], lambda a: "metric.extractive")
         for name in (default_recipe(), NOVELTY):
-            rec = rows.setdefault(name, {"seeds": {}})
+            rec = rows.setdefault("students", {}).setdefault(name, {"seeds": {}})
             for seed in seeds:
                 if str(seed) in rec["seeds"]:
                     continue
@@ -477,7 +478,7 @@ def stage_ceiling(b: Bench, train, test) -> None:
                 log(f"ceiling {split} curve {n_docs} docs seed {seed}: {per[-1]:.3f} ({secs:.0f} s)")
             curve["points"][str(n_docs)] = stats(per)
             b.save()
-        full = rows[default_recipe()]["spearman"]
+        full = rows["students"][default_recipe()]["spearman"]
         n_all = len({r["doc_id"] for r in tr_h})
         pts = [(n, curve["points"][str(n)]["mean"]) for n in CEILING_DOCS] + [(n_all, full["mean"])]
         curve["points"][str(n_all)] = full
@@ -785,7 +786,7 @@ def merge(b: Bench) -> None:
     ceiling = {split: {**{n: {"spearman": v["average"]["spearman"]} for n, v in rows.get("baselines", {}).items()},
                        **{f"student trained on the EXPERT labels: {n}": {"spearman": r["spearman"]["mean"],
                                                                         "spearman_sd": r["spearman"]["sd"]}
-                          for n, r in rows.items() if isinstance(r, dict) and "spearman" in r}}
+                          for n, r in rows.get("students", {}).items()}}
                for split, rows in (b.data.get("ceiling") or {}).items()}
     if ceiling:
         d["expert_ceiling"] = ceiling
@@ -856,12 +857,12 @@ def render(d: dict) -> list[str]:
         table = [[n, fmt(row["average"]["spearman"]), "", ""] for n, row in rows.get("baselines", {}).items()]
         table += [[f"student trained on the EXPERT labels: {n}", fmt(r["spearman"]["mean"]), fmt(r["spearman"]["sd"]),
                    ", ".join(fmt(v["row"]["average"]["spearman"]) for v in r["seeds"].values())]
-                  for n, r in rows.items() if isinstance(r, dict) and "spearman" in r]
+                  for n, r in rows.get("students", {}).items()]
         lines += [f"## Ceiling, {split} split: the student trained on the experts' own ratings", "",
                   "The same training rows labelled with the expert means instead of GPT-4's ratings (what a perfect "
                   "teacher would give); average summary-level Spearman with the experts on the test rows.", "",
                   markdown_table(table, ["metric", "Spearman (mean)", "sd", "per seed"]), ""]
-        seen = rows.get("extractiveness on the training rows")
+        seen = rows.get("training_rows")
         if seen:
             lines += [f"Extractiveness against the experts on the training rows themselves: "
                       f"{fmt(seen['average']['spearman'])} (" + ", ".join(f"{a} {fmt(seen[a]['spearman'])}" for a in ASPECTS)

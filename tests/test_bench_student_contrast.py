@@ -160,7 +160,8 @@ def test_ceiling_trains_on_the_experts_labels_and_renders_them(bench):
     row = {"average": {"spearman": 0.25, "kendall": 0.2}}
     seeds = {"12": {"row": {"average": {"spearman": 0.3}}}, "13": {"row": {"average": {"spearman": 0.31}}}}
     d = {"meta": {}, "ceiling": {"disjoint": {"systems": {"train": [], "test": []}, "baselines": {"extractiveness": row},
-                                              "recipe A": {"seeds": seeds, "spearman": bench.stats([0.3, 0.31])}}}}
+                                              "students": {"recipe A": {"seeds": seeds,
+                                                                        "spearman": bench.stats([0.3, 0.31])}}}}}
     text = "\n".join(bench.render(d))
     assert "## Ceiling, disjoint split" in text
     assert "| extractiveness | 0.250 |" in text
