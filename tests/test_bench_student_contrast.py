@@ -178,3 +178,35 @@ def test_ceiling_curve_fit_extrapolates_to_the_target(bench):
     assert f["intercept"] == pytest.approx(0.1) and f["slope_per_ln_doc"] == pytest.approx(0.05)
     assert f["docs_to_target"] == pytest.approx(math.exp(5))
     assert bench.S.log_fit([(12, 0.3), (50, 0.3)], 0.35)["docs_to_target"] is None
+
+
+def test_ceiling_curve_counts_each_point_once_on_a_resumed_run(bench, monkeypatch):
+    """The ceiling stage's learning curve (training and scoring replaced by fakes: a "model" is the number of
+    training documents, its Spearman docs / 100): a first run and a resumed one fit the same three points, each
+    once (a resumed run once counted the last point twice, which moves the fit)."""
+    import numpy as np
+    from types import SimpleNamespace
+
+    ids = [8, 9, 10, 11, 12, 13, 14, 15, 17, 20, 22, 23]
+    recs = [{"doc_id": f"d{d:02d}", "system_id": f"M{i}", "candidate": f"summary {d} {i} of the text .",
+             "source": f"the text {d} .", **{f"human.{a}": float((d * i) % 5 + 1) for a in bench.ASPECTS},
+             **{f"judge.{a}": 3.0 for a in bench.ASPECTS}} for d in range(50) for i in ids]
+    test = [dict(r, doc_id="t" + r["doc_id"]) for r in recs]
+
+    def row(docs):
+        return {a: {"spearman": docs / 100} for a in [*bench.ASPECTS, "average"]}
+
+    monkeypatch.setattr(bench, "fit", lambda tr, name, seed, threads: (len({r["doc_id"] for r in tr}), 0.0, 0))
+    monkeypatch.setattr(bench, "score", lambda model, recs: model)
+    monkeypatch.setattr(bench.S, "row_of", lambda scored, col: row(scored))
+    monkeypatch.setattr(bench.S, "lexical_baselines", lambda tr, te: {})
+    b = SimpleNamespace(args=SimpleNamespace(split="standard", seed=0, seeds=2, threads=1), data={}, touched=set(),
+                        save=lambda: None)
+    for _ in range(2):  # first run, then a resumed one
+        bench.stage_ceiling(b, recs, test)
+        curve = b.data["ceiling"]["standard"]["curve"]
+        assert sorted(map(int, curve["points"])) == [12, 25, 50]
+        slope, icpt = np.polyfit(np.log([12, 25, 50]), [0.12, 0.25, 0.5], 1)
+        assert curve["fit"]["slope_per_ln_doc"] == pytest.approx(slope)
+        assert curve["fit"]["intercept"] == pytest.approx(icpt)
+    assert set(b.data["ceiling"]["standard"]["students"]) == {bench.default_recipe(), bench.NOVELTY}
