@@ -1,0 +1,173 @@
+"""``python -m benchmarks``: list, run and report the suite, and generate the figures in the docs.
+
+    python -m benchmarks list                       # name and what it measures
+    python -m benchmarks run NAME [--quick]         # -> benchmarks/results/NAME.{json,md}
+    python -m benchmarks run --all --quick          # every benchmark on a small slice (CI)
+    python -m benchmarks report NAME                # NAME.md again from NAME.json
+    python -m benchmarks figures [--check]          # the generated tables in README.md and docs/
+
+``--results-dir DIR`` writes elsewhere (a quick run in CI writes to a temporary folder). The figures are
+the benchmarks' reports (and one headline table), written between ``<!-- figures:NAME:start -->`` and
+``<!-- figures:NAME:end -->`` in README.md, docs/benchmarks/*.md and docs/research/*.md; ``--check``
+writes nothing and exits 1 when a committed page differs from what it would write.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from benchmarks import suite
+
+ROOT = suite.HERE.parent
+PAGES = ("README.md", "docs/benchmarks/*.md", "docs/research/*.md")
+MARKER = re.compile(r"(<!-- figures:([\w-]+):start -->\n)(.*?)(<!-- figures:\2:end -->)", re.S)
+
+
+def _results(name: str, results_dir: Path) -> dict | None:
+    path = results_dir / f"{name}.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def run_one(name: str, quick: bool, results_dir: Path) -> None:
+    """Run benchmark ``name`` and write its results through [`benchmarks.suite.write_results`][]."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    module = suite.load(name)
+    t0 = time.perf_counter()
+    suite.log(f"{name}: run{' --quick' if quick else ''}")
+    results = module.run(quick=quick)
+    js, md = suite.write_results(name, results, module.report(results), results_dir)
+    suite.log(f"{name}: {time.perf_counter() - t0:.1f} s -> {js.name}, {md.name}")
+
+
+def _shift(markdown: str) -> str:
+    """A report as a page's figure: headings one level down (the page has its own title)."""
+    return re.sub(r"^(#+) ", lambda m: "#" + m.group(1) + " ", markdown.strip(), flags=re.M)
+
+
+def headline(results_dir: Path) -> str:
+    """The README's table: student vs teacher and trivial baselines, speed vs the judge and COMET."""
+    rows = []
+    mj = _results("main_job", results_dir)
+    if mj:
+        s, b = mj["student"], mj.get("baselines", {})
+        for aspect, v in s.items():
+            base = ", ".join(f"{k} {suite.fmt(b[k].get(aspect))}" for k in ("length", "extractiveness", "system_prior")
+                             if isinstance(b.get(k), dict) and aspect in b[k])
+            rows.append(["main job (6 held-out articles)", f"student vs judge, {aspect}", suite.fmt(v.get("ensemble")),
+                         base])
+    tp = _results("teacher_pool", results_dir)
+    if tp and tp.get("headline"):
+        h = tp["headline"]
+        rows.append([f"teacher pool ({h['labels']:,} labels)", "student vs judge",
+                     f"{suite.fmt(h['mean'])} ± {suite.fmt(h['sd'])}",
+                     ", ".join(f"{k} {suite.fmt(v)}" for k, v in h["baselines"].items())])
+    ss = _results("student_summeval", results_dir)
+    if ss and ss.get("headline"):
+        h = ss["headline"]
+        rows.append(["SummEval (GPT-4 labels)", "student vs GPT-4, average", f"{suite.fmt(h['mean'])} ± {suite.fmt(h['sd'])}",
+                     ", ".join(f"{k} {suite.fmt(v)}" for k, v in h["baselines"].items())])
+    sp = _results("scoring_speed", results_dir)
+    if sp and sp.get("headline"):
+        h = sp["headline"]
+        rows.append(["scoring speed", "rows/s, " + h["setting"], suite.fmt(h["student"], 1),
+                     ", ".join(f"{k} {suite.fmt(v, 1)}" for k, v in h["others"].items())])
+    ca = _results("cascade", results_dir)
+    if ca and ca.get("headline"):
+        h = ca["headline"]
+        rows.append(["cascade", h.get("what", "student with deferral to the judge"), suite.fmt(h.get("value")),
+                     h.get("compare", "")])
+    return suite.markdown_table(rows, ["benchmark", "figure", "csem", "beside"])
+
+
+def figure(name: str, results_dir: Path) -> str:
+    """The generated text of figure ``name``: ``headline``, or benchmark ``name``'s report of its results."""
+    if name == "headline":
+        return headline(results_dir)
+    results = _results(name, results_dir)
+    if results is None:
+        return f"*No results yet: `python -m benchmarks run {name}`.*"
+    return _shift(suite.load(name).report(results))
+
+
+def figures(check: bool, results_dir: Path = suite.RESULTS) -> int:
+    """Rewrite (or, with ``check``, compare) every page's generated blocks; the exit status."""
+    stale = []
+    for pattern in PAGES:
+        for page in sorted(ROOT.glob(pattern)):
+            text = page.read_text(encoding="utf-8")
+            new = MARKER.sub(lambda m: m.group(1) + figure(m.group(2), results_dir).rstrip("\n") + "\n" + m.group(4),
+                             text)
+            if new != text:
+                stale.append(page.relative_to(ROOT))
+                if not check:
+                    page.write_text(new, encoding="utf-8")
+    for page in stale:
+        print(f"{page}: {'differs from the generated figures' if check else 'figures rewritten'}")
+    if check and stale:
+        print("run `python -m benchmarks figures` and commit the pages", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="the registered benchmarks")
+    r = sub.add_parser("run", help="run benchmarks and write their results")
+    r.add_argument("names", nargs="*", metavar="NAME")
+    r.add_argument("--all", action="store_true", help="every registered benchmark")
+    r.add_argument("--quick", action="store_true", help="a small slice (seconds to a minute each)")
+    r.add_argument("--results-dir", type=Path, default=suite.RESULTS)
+    p = sub.add_parser("report", help="NAME.md again from NAME.json")
+    p.add_argument("names", nargs="+", metavar="NAME")
+    p.add_argument("--results-dir", type=Path, default=suite.RESULTS)
+    f = sub.add_parser("figures", help="generate the tables of figures in README.md and docs/")
+    f.add_argument("--check", action="store_true", help="write nothing; exit 1 when a page differs")
+    args = ap.parse_args(argv)
+
+    if args.command == "list":
+        names = suite.available()
+        width = max(map(len, names))
+        for n in names:
+            print(f"{n:<{width}}  {suite.BENCHMARKS[n]}")
+        return 0
+    if args.command == "figures":
+        return figures(args.check)
+    names = suite.available() if getattr(args, "all", False) else args.names
+    unknown = [n for n in names if n not in suite.available()]
+    if unknown or not names:
+        print(f"unknown benchmark(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(suite.available())}",
+              file=sys.stderr)
+        return 2
+    if args.command == "report":
+        for n in names:
+            results = _results(n, args.results_dir)
+            if results is None:
+                print(f"{args.results_dir / (n + '.json')}: no results; run the benchmark first", file=sys.stderr)
+                return 2
+            suite.write_results(n, results, suite.load(n).report(results), args.results_dir)
+        return 0
+    failed = []
+    for n in names:
+        try:
+            run_one(n, args.quick, args.results_dir)
+        except Exception:  # one broken benchmark must not hide the others' results; reported below
+            traceback.print_exc()
+            failed.append(n)
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+        return 1 if len(failed) == len(names) else 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
