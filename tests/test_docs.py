@@ -24,3 +24,92 @@ def test_ci_runs_the_readme_test_command():
     assert 'pip install -e ".[test]" && python -m pytest' in readme
     assert 'pip install -q -e ".[test]"' in ci and "python3 -m pytest\n" in ci
     assert "mkdocs build --strict" in ci
+
+
+# --- the product's pages: a newcomer's README, guides in the present tense ----------------------
+
+_MONTHS = (
+    "January|February|March|April|May|June|July|August|September|October|November|December"
+)
+# what dates the README and the guides as a log: a day and month, a month and year, a recent year
+# (citations such as "Liu et al., 2023" and API versions such as 2024-06-01 stay allowed), a UTC
+# time, an issue number, a session
+_HISTORY = re.compile(
+    rf"\b\d{{1,2}}(?:-\d{{1,2}})? (?:{_MONTHS})\b|\b(?:{_MONTHS}) \d{{1,2}}\b"
+    rf"|\b(?:{_MONTHS}),? 20\d\d\b|\b202[5-9]\b|\bUTC\b|\bissues? #?\d+|\bsessions?\b",
+    re.IGNORECASE,
+)
+_MAX_CODE_WIDTH = 88
+
+
+def _product_pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs" / "guides").glob("*.md"))]
+
+
+def _history_hits(text: str) -> list[str]:
+    return [
+        f"{n}: {m.group(0)!r}"
+        for n, line in enumerate(text.splitlines(), 1)
+        for m in _HISTORY.finditer(line)
+    ]
+
+
+def test_history_pattern_catches_dates_issues_and_sessions():
+    log = "run of 3 December 2026 22:11 UTC, issue 24's targets, this session, until December 7"
+    assert len(_history_hits(log)) >= 5
+    product = "G-Eval (Liu et al., 2023); api_version 2024-06-01; the outcome; top-k 50; Eq. 12"
+    assert _history_hits(product) == []
+
+
+def test_readme_and_guides_carry_no_dates_issues_or_sessions():
+    found = {
+        str(page.relative_to(ROOT)): hits
+        for page in _product_pages()
+        if (hits := _history_hits(page.read_text(encoding="utf-8")))
+    }
+    assert found == {}, "history belongs in docs/research/, not in the product's pages"
+
+
+def test_readme_is_a_newcomers_page():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 150
+    for part in ("## Set-up", "## Quick start: the command line", "## Quick start: Python",
+                 "## Commands", "## Errors and exit codes", "<!-- figures:headline:start -->"):
+        assert part in text
+
+
+def test_snippets_the_docs_include_from_the_readme_exist():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    included = {
+        name
+        for page in (ROOT / "docs").rglob("*.md")
+        for name in re.findall(r'--8<-- "README\.md:([\w-]+)"', page.read_text(encoding="utf-8"))
+    }
+    assert included, "docs/index.md includes the README's set-up"
+    for name in included:
+        assert f"<!-- --8<-- [start:{name}] -->" in readme
+        assert f"<!-- --8<-- [end:{name}] -->" in readme
+
+
+def _code_lines(text: str):
+    """(line number, line) of every line inside a fenced code block."""
+    fence = None
+    for n, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if fence is None and stripped.startswith(("```", "~~~")):
+            fence = stripped[:3]
+        elif fence is not None and stripped.startswith(fence):
+            fence = None
+        elif fence is not None:
+            yield n, line
+
+
+def test_code_blocks_fit_88_columns():
+    pages = [*_product_pages(), ROOT / "docs" / "index.md", ROOT / "docs" / "development.md"]
+    wide = [
+        f"{page.relative_to(ROOT)}:{n} ({len(line)} columns)"
+        for page in pages
+        for n, line in _code_lines(page.read_text(encoding="utf-8"))
+        if len(line) > _MAX_CODE_WIDTH
+    ]
+    assert wide == [], "a code block scrolls sideways; wrap it (a shell line with ' \\')"
