@@ -12,8 +12,14 @@ never 0, never NaN, never a guess. The rules, in the order they are tried:
 1. **Structured answers** are read first, the last one wins: JSON (``{"score": 4, "reason": ...}``,
    also inside a code fence or cut off after the score; keys: the rubric's aspect, ``score``,
    ``rating``, ``final_score``, ``overall_score``, ``grade``, ``result``; one level of nesting such as
-   ``{"scores": {"coherence": 4}}``), Prometheus' ``[RESULT] 4``, tags ``<score>4</score>``
-   (``score``, ``rating``, ``grade``, ``answer``, ``result`` or the aspect), MT-Bench's ``[[4]]``, a
+   ``{"scores": {"coherence": 4}}``; keys compared case- and separator-blind; a Python dict literal
+   with single quotes as FLASK's judge writes it, ``{'logical correctness': 3}``, read with
+   ``ast.literal_eval``; a value ``N/A`` / ``not applicable`` is missing, ``not applicable``),
+   Prometheus' result tags and their variants (``[RESULT] 4``, ``[RESULT] (4)``, ``[RESULT]: [4]``,
+   ``[SCORE] 4``, ``[RESULT: 4``, ``Result: 4``: the forms prometheus-eval's own parser reads), tags
+   ``<score>4</score>`` (``score``, ``rating``, ``grade``, ``answer``, ``result`` or the aspect),
+   MT-Bench's and Auto-J's ``[[4]]`` / ``Rating: [[4]]`` (MT-Bench's pairwise ``[[8, 7]]`` holds two
+   scores and is missing, ``ambiguous score``), a
    LaTeX ``\\boxed{4}`` (reasoning models' final answers), and **Markdown tables**: the score cell of
    the row naming the rubric's aspect (``| Coherence | 4 |``), of the one data row under a score
    header (``| Score | Reason |``), of a column headed by the aspect with one data row, or of an
@@ -29,12 +35,16 @@ never 0, never NaN, never a guess. The rules, in the order they are tried:
    text after it is read first; the whole answer only when it holds no score.
 4. **Free text**, first rule that matches, last occurrence within a rule: a number labelled with the
    rubric's aspect (``Coherence: 4``, ``The coherence of this summary is 2``), then with a generic
-   label (``Score: 4``, ``Rating - 4``, ``score of 2``, ``My rating is 4``), then with a label in
+   label (``Score: 4``, ``Rating - 4``, ``score of 2``, ``My rating is 4``; final-answer phrases inside
+   a sentence: ``my final answer is 4``, ``The answer is 3 because ...``, ``Answer: 4``), then with a label in
    another language (``Note : 4``, ``Puntuación: 4``, ``Bewertung: 4/5``, ``Punteggio: 4``,
    ``Pontuação: 4``, ``Оценка: 4``, ``评分：4``, ``得分：4分``, ``評価：4``; full-width digits and colons
    read as ASCII), where the number must end its line or clause (``Note: 3 of the 5 points`` is an
    English note, not a score); a form line ``Name: 4``;
-   a verb (``I would rate it 4``, ``I'd give this summary a 2``, ``deserves a 4``); a number the
+   a verbal label with the number in parentheses (``Good (4)``, ``Rating: Very good (5/5)``; two such
+   labels with different numbers are ``ambiguous score``); a verb (``I would rate it 4``, ``I'd give
+   this summary a 2``, ``deserves a 4``); JudgeLM's first line of two scores (``8 7``, ``8, 7``: one per
+   assistant) is ``ambiguous score``, never its first number; a number the
    answer starts with (``4``, ``4.``, ``4 - clear``; not the first item of a numbered list); a number
    carrying the scale anywhere (``4/5``, ``4 out of 5``, ``4 stars``); star glyphs (``★★★★☆``). A
    labelled number followed by ``would``/``means``/``indicates``/``represents``/``corresponds`` is a
@@ -72,7 +82,7 @@ _VALUE = re.compile(
     rf"(?P<a>{_NUM})(?P<ah>{_HALF})?"
     rf"(?:\s*(?P<sep>-|\u2013|\u2014|\bto\b|\bor\b|\band\b)\s*(?P<b>{_NUM})(?P<bh>{_HALF})?)?"
     rf"(?:\s*(?:/|\bout\s+of\b|\b(?:sur|von|de|di|su|из)\b)\s*(?P<d>{_NUM}))?", re.IGNORECASE)
-_LABEL = r"(?:final\s+score|overall\s+score|score|rating|grade|evaluation|verdict|stars?)"
+_LABEL = r"(?:final\s+score|overall\s+score|score|rating|grade|evaluation|verdict|stars?|(?:final\s+)?answer)"
 _HYPOTHETICAL = re.compile(r"\s*[,;]?\s*(?:would|means|meaning|indicates|represents|corresponds|is\s+reserved|"
                            r"is\s+given|is\s+for|=\s*[a-z])", re.IGNORECASE)
 _CORRECTION = re.compile(r"\b(?:no,?\s+wait|wait,?\s+no|actually|correction|on\s+second\s+thought|on\s+reflection|"
@@ -97,6 +107,11 @@ REASON_NO_SCORE = "no score found"
 REASON_OUT_OF_SCALE = "out of scale"
 REASON_OTHER_SCALE = "score on another scale"
 REASON_AMBIGUOUS = "ambiguous score"
+REASON_NOT_APPLICABLE = "not applicable"
+#: verbal quality labels a judge may put before its number in parentheses ("Good (4)")
+_VERBAL = (r"(?:excellent|outstanding|exceptional|perfect|very\s+good|good|decent|fair|average|acceptable|adequate|"
+           r"satisfactory|mediocre|moderate|weak|poor|very\s+poor|bad|very\s+bad|terrible|awful|unacceptable)")
+_NOT_APPLICABLE = re.compile(r"^\s*(?:n/?a|not\s+applicable|none)\s*$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -177,7 +192,7 @@ class _Reader:
     # -- 1. structured ----------------------------------------------------------------------------
     def structured(self, t: str) -> ParseResult | None:
         found: list[tuple[int, ParseResult]] = []
-        keys = ([self.aspect.lower()] if self.aspect else []) + list(_JSON_KEYS)
+        keys = ([_key(self.aspect)] if self.aspect else []) + [_key(k) for k in _JSON_KEYS]
         # JSON objects (raw_decode at each "{")
         dec = json.JSONDecoder()
         covered_until = -1
@@ -186,8 +201,10 @@ class _Reader:
                 continue
             try:
                 obj, end = dec.raw_decode(t, i)
-            except ValueError:
-                continue
+            except ValueError:  # a Python dict literal (FLASK's "{'logical correctness': 3, ...}")
+                obj, end = _python_dict(t, i)
+                if obj is None:
+                    continue
             covered_until = end
             r = self._from_json(obj, keys, t[i:end])
             if r is not None:
@@ -198,7 +215,7 @@ class _Reader:
                 v = self.value_at(t, m.end())
                 if v is not None:
                     found.append((m.start(), self.decide(v, t[m.start():v.end()])))
-        for pat in (r"\[RESULT\]\s*[:\-]?\s*\(?\s*",
+        for pat in (r"\[(?:RESULT|SCORE)\]\s*[:\-]?\s*[(\[]?\s*", r"\[RESULT\s*:\s*", r"(?<![\w-])result\s*:\s*[(\[]?\s*",
                     rf"<(?P<tag>score|rating|grade|answer|result{'|' + re.escape(self.aspect) if self.aspect else ''})"
                     r"\s*>\s*",
                     r"\[\[\s*",
@@ -206,6 +223,12 @@ class _Reader:
             for m in re.finditer(pat, t, re.IGNORECASE):
                 v = self.value_at(t, m.end())
                 if v is None:
+                    continue
+                pair = re.match(rf"\s*,\s*{_NUM}\s*\]\]", t[v.end():])
+                if m.group(0).startswith("[[") and pair:  # MT-Bench's pairwise [[8, 7]]: two scores, no rule
+                    found.append((m.start(), ParseResult(None, f"{REASON_AMBIGUOUS} (two scores "
+                                                         f"'{t[m.start():v.end() + pair.end()]}')",
+                                                         t[m.start():v.end() + pair.end()])))
                     continue
                 found.append((m.start(), self.decide(v, t[m.start():v.end()])))
         found.extend(self.tables(t))
@@ -283,13 +306,15 @@ class _Reader:
     def _from_json(self, obj, keys: list[str], text: str, depth: int = 0) -> ParseResult | None:
         if not isinstance(obj, dict) or depth > 2:
             return None
-        lower = {str(k).lower(): v for k, v in obj.items()}
+        lower = {_key(str(k)): v for k, v in obj.items()}
         for k in keys:
             if k not in lower:
                 continue
             v = lower[k]
             if isinstance(v, bool):
                 continue
+            if isinstance(v, str) and _NOT_APPLICABLE.match(v):
+                return ParseResult(None, f"{REASON_NOT_APPLICABLE} (the judge answered {v.strip()!r} for {k})", text)
             if isinstance(v, (int, float)):
                 return self.read_string(repr(float(v)) if isinstance(v, float) else str(v), text)
             if isinstance(v, str):
@@ -347,7 +372,9 @@ class _Reader:
         labels = ([re.escape(self.aspect.replace("_", " "))] if self.aspect else []) + [_LABEL]
         for label in labels:
             hits = []
-            for h in re.finditer(rf"(?:^|(?<=[\s\-(\[]))(?:{label})\b(?P<gap>[^\n\d\u2212]{{0,40}}?)(?={_NUM})", t, flags):
+            # overlapping: a label whose gap is no filler ("The answer is helpful ... Rating: [7]") must not
+            # hide a later label inside that gap
+            for h in _overlapping(rf"(?:^|(?<=[\s\-(\[]))(?:{label})\b(?P<gap>[^\n\d\u2212]{{0,40}}?)(?={_NUM})", t, flags):
                 if not _plausible_label_gap(h.group("gap")) or not _starts_word(t, h.end()):
                     continue
                 v = self.value_at(t, h.end())
@@ -394,6 +421,25 @@ class _Reader:
             h, v = hits[-1]
             return self.decide(v, t[h.start():v.end()])
 
+        # a verbal label with the number in parentheses: "Good (4)", "Rating: Very good (5/5)"
+        hits = []
+        for h in re.finditer(rf"(?<![\w-]){_VERBAL}\s*\(\s*(?={_NUM})", t, flags):
+            v = self.value_at(t, h.end())
+            if v is not None and re.match(r"\s*\)", t[v.end():]):
+                hits.append((h, v))
+        if hits:
+            results = [self.decide(v, t[h.start():v.end() + 1]) for h, v in hits]
+            if len({r.score for r in results}) > 1:
+                return ParseResult(None, f"{REASON_AMBIGUOUS} (several labelled scores: "
+                                   f"{', '.join(repr(r.matched) for r in results)})", results[-1].matched)
+            return results[-1]
+
+        # JudgeLM's first line of two scores ("8 7", "8, 7"): two candidate scores and no rule to choose
+        pair = re.match(rf"^\s*({_DIGITS})(?:,[ \t]+|[ \t]+)({_DIGITS})[ \t]*(?:\n|$)", t)  # "4,5" is 4.5
+        if pair:
+            return ParseResult(None, f"{REASON_AMBIGUOUS} (two scores on the first line: '{pair.group(0).strip()}')",
+                               pair.group(0).strip())
+
         # the answer starts with the number: "4", "4.", "4/5", "4 out of 5", "4 - good", "4 stars"
         m = re.match(r"^(?:[\s(\[]|-(?=\s))*", t)
         v = self.value_at(t, m.end()) if m else None
@@ -413,6 +459,39 @@ class _Reader:
         if stars:
             return self.decide(_VALUE.match(str(len(re.findall(r"[★⭐]", stars.group(0))))), stars.group(0))
         return None
+
+
+def _overlapping(pattern: str, t: str, flags: int):
+    """Every match of ``pattern`` in ``t``, overlapping ones included (the next search starts one
+    character after the last match's start)."""
+    rx, pos = re.compile(pattern, flags), 0
+    while pos <= len(t):
+        m = rx.search(t, pos)
+        if m is None:
+            return
+        yield m
+        pos = m.start() + 1
+
+
+def _key(name: str | None) -> str:
+    """A JSON or dict key, or an aspect, compared case- and separator-blind (``logical_correctness`` =
+    ``Logical Correctness``)."""
+    return re.sub(r"[\s_\-]+", " ", (name or "").strip().lower())
+
+
+def _python_dict(t: str, i: int) -> tuple[dict | None, int]:
+    """A Python dict literal starting at ``t[i]`` (``{'coherence': 4}``: single quotes, as FLASK's judge
+    writes; read with ``ast.literal_eval``, never evaluated), and where it ends; ``(None, i)`` if none."""
+    import ast
+
+    end = t.find("}", i)
+    if end < 0 or "{" in t[i + 1:end]:
+        return None, i
+    try:
+        obj = ast.literal_eval(t[i:end + 1])
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None, i
+    return (obj, end + 1) if isinstance(obj, dict) else (None, i)
 
 
 def _starts_word(t: str, pos: int) -> bool:
