@@ -14,6 +14,8 @@ from typer.testing import CliRunner
 
 from csem.cli import _load_commands, app
 from csem.data import contrasts as C
+from csem.data import text
+from csem.data.contrasts import consistency, relevance
 from csem.data.records import read_records, write_records
 
 _load_commands()
@@ -154,11 +156,11 @@ def test_date_swap_same_kind_from_source():
     old, new = res.edit.split(" -> ")
     kinds = {"Monday": "weekday", "March": "month", "2015": "year"}
     assert old in kinds and new in {"Friday", "May", "2014"}
-    assert C._date_kind(new)[0] == kinds[old]
+    assert consistency._date_kind(new)[0] == kinds[old]
 
 
 def test_entity_swap_uses_an_unrelated_source_entity():
-    ents = C._entities(SOURCE)
+    ents = consistency._entities(SOURCE)
     assert "Donald Sterling" in ents and "V. Stiviano" in ents and "Steve Ballmer" in ents
     assert "But" not in ents and "Monday" not in ents and "March" not in ents
     for seed in range(10):
@@ -207,15 +209,15 @@ def test_foreign_sentence_comes_from_the_other_article():
 # --------------------------------------------------------------------------------------------- fluency
 
 def test_word_level_noise():
-    words = C._TOKEN.findall(CANDIDATE)
+    words = text.TOKEN.findall(CANDIDATE)
     drop = _run("word_drop")
-    assert len(C._TOKEN.findall(drop.text)) < len(words)
+    assert len(text.TOKEN.findall(drop.text)) < len(words)
     double = _run("word_double")
     assert re.search(r"\b(\w+) \1\b", double.text)
     swap = _run("word_swap")
-    assert sorted(C._TOKEN.findall(swap.text)) == sorted(words) and C._TOKEN.findall(swap.text) != words
+    assert sorted(text.TOKEN.findall(swap.text)) == sorted(words) and text.TOKEN.findall(swap.text) != words
     noise = _run("char_noise")
-    assert len(C._TOKEN.findall(noise.text)) >= len(words) - 1 and noise.text != CANDIDATE
+    assert len(text.TOKEN.findall(noise.text)) >= len(words) - 1 and noise.text != CANDIDATE
     # severity grows with the number of edits
     sev = {C.word_drop(CANDIDATE, random.Random(s), CTX).severity for s in range(20)}
     assert len(sev) > 1 and all(0.2 < s <= 1 for s in sev)
@@ -239,7 +241,7 @@ def test_sentence_cut_leaves_a_sentence_unfinished():
 def test_peripheral_swap_brings_in_unimportant_source_sentences():
     res = _run("peripheral_swap")
     src = C.split_sentences(SOURCE)
-    imp = C._importance(SOURCE)
+    imp = relevance._importance(SOURCE)
     added = [s for s in C.split_sentences(res.text) if s not in C.split_sentences(CANDIDATE)]
     assert added and all(a in src for a in added)
     bottom = sorted(range(len(src)), key=lambda i: imp[i])[: len(src) // 2]
@@ -261,7 +263,7 @@ def test_inserted_sentences_take_the_candidate_style():
     res = C.off_topic(LOWER, random.Random(0), CTX)
     assert res.text == res.text.lower() and " ." in res.text and not re.search(r"[a-z][,.]", res.text)
     mixed = "( cnn ) the judge ruled . Stiviano 's lawyer said she would appeal the ruling on monday in los angeles ."
-    styled = C._style('A U.S. judge said "no" on Tuesday. It cost $2.6 million.', mixed)
+    styled = text.surface_style('A U.S. judge said "no" on Tuesday. It cost $2.6 million.', mixed)
     assert styled == "A u.s. judge said \" no \" on tuesday . It cost $ 2.6 million ."
 
 
@@ -371,16 +373,16 @@ def test_soft_preferences_follow_severity():
 
 
 def test_entity_swap_prefers_the_same_type_and_shape():
-    types = C._entity_types(SOURCE)
+    types = consistency._entity_types(SOURCE)
     assert types["v. stiviano"] == "person" and types["los angeles"] == "place" and types["nba"] == "acronym"
     rng = random.Random(0)
     pool = ["Los Angeles", "Steve Ballmer", "Richard Fruin", "Range Rover"]
     kinds = {"los angeles": "place", "steve ballmer": "person", "richard fruin": "person"}
-    picks = {C._entity_replacement("Donald Sterling", pool, random.Random(s), dict(kinds, **{"donald sterling": "person"}))
+    picks = {consistency._entity_replacement("Donald Sterling", pool, random.Random(s), dict(kinds, **{"donald sterling": "person"}))
              for s in range(10)}
     assert picks == {"Steve Ballmer", "Richard Fruin"}
-    assert all(C._entity_replacement("NBA", ["CNN", "Donald Sterling", "Los Angeles"], rng) == "CNN" for _ in range(5))
-    assert C._entity_replacement("Steve Ballmer", ["CNN", "Donald Sterling", "Ballmer"], rng) == "Donald Sterling"
+    assert all(consistency._entity_replacement("NBA", ["CNN", "Donald Sterling", "Los Angeles"], rng) == "CNN" for _ in range(5))
+    assert consistency._entity_replacement("Steve Ballmer", ["CNN", "Donald Sterling", "Ballmer"], rng) == "Donald Sterling"
 
 
 def test_pairs_by_aspect_and_summary():
@@ -467,8 +469,8 @@ def test_cli_pairs_train_a_student(tmp_path, tiny_encoder):
     n = len(read_records(pairs, required=()))
     cols = ",".join(f"judge.{a}" for a in C.ASPECTS)
     res = CliRunner().invoke(app, ["train", "--data", str(pairs), "--pairs", "--label-col", cols, "--out",
-                                   str(tmp_path / "m"), "--epochs", "1", "--frozen-epochs", "1", "--hidden-sizes", "16",
-                                   "--max-length", "32", "--threads", "1", "--encoder", str(tiny_encoder)])
+                                   str(tmp_path / "m"), "--epochs", "1", "--set", "train.frozen_epochs=1", "--set", "model.hidden_sizes=[16]",
+                                   "--set", "model.max_length=32", "--set", "train.num_threads=1", "--encoder", str(tiny_encoder)])
     assert res.exit_code == 0, res.output
     assert f"{n} judged pairs of" in res.output
     card = json.loads((tmp_path / "m" / "metric_card.json").read_text())

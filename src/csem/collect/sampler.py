@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from csem.collect.prompts import render_task_prompt
 from csem.data.jsonio import JsonlLog
 from csem.data.records import references_of
+from csem.errors import InputError
 from csem.llm import GenerateConfig, Model, gather_all, get_model, run_sync
 
 #: stage i's decoding unless the run or a generator says otherwise: top-k sampling with k = 50
@@ -88,14 +89,14 @@ SENTENCE_END = re.compile(r"[.!?\u2026][\"'\u201d\u2019)\]]*$")
 def trim_to_sentence(text: str) -> str | None:
     """``text`` cut back to the end of its last complete sentence (one that ends with ``. ! ? …``,
     optionally followed by closing quotes or brackets; sentences split by
-    :func:`csem.data.contrasts.split_sentences`), or ``None`` when no sentence is complete. A text that
+    [`csem.data.text.split_sentences`][]), or ``None`` when no sentence is complete. A text that
     already ends a sentence comes back unchanged.
 
     Used on samples a generator stopped at ``max_tokens`` (``finish_reason == "length"``): with the
     64-token default a summary is often cut mid-sentence, which a reader (and csem's acceptability
     gate, :mod:`csem.model.acceptability`) rejects while an LLM judge may not.
     """
-    from csem.data.contrasts import split_sentences
+    from csem.data.text import split_sentences
 
     sentences = split_sentences(text)
     for i in range(len(sentences) - 1, -1, -1):
@@ -124,12 +125,12 @@ def _check_sources(sources: Iterable[dict]) -> list[tuple[str, dict]]:
     for i, s in enumerate(sources, start=1):
         sid = s.get("doc_id") or s.get("id")
         if sid is None:
-            raise ValueError(f"source {i} has no 'id' or 'doc_id'")
+            raise InputError(f"source {i} has no 'id' or 'doc_id'")
         sid = str(sid)
         if sid in seen_ids:
-            raise ValueError(f"source id '{sid}' repeats (source {i})")
+            raise InputError(f"source id '{sid}' repeats (source {i})")
         if not isinstance(s.get("source"), str) or not s["source"].strip():
-            raise ValueError(f"source '{sid}' (row {i}) has an empty or missing 'source' text")
+            raise InputError(f"source '{sid}' (row {i}) has an empty or missing 'source' text")
         seen_ids.add(sid)
         srcs.append((sid, s))
     return srcs
@@ -250,12 +251,12 @@ async def acollect_candidates(
                                  ("empty", empty, ("drop", "keep")),
                                  ("truncated", truncated, ("keep", "trim", "drop"))):
         if value not in allowed:
-            raise ValueError(f"{name} must be one of {', '.join(allowed)}, got '{value}'")
+            raise InputError(f"{name} must be one of {', '.join(allowed)}, got '{value}'")
     if not generators:
-        raise ValueError("collect needs at least one generator")
+        raise InputError("collect needs at least one generator")
     names = [g.system_id for g in generators]
     if len(set(names)) != len(names):
-        raise ValueError(f"generator names must differ (got {names}); set 'name' for each")
+        raise InputError(f"generator names must differ (got {names}); set 'name' for each")
     srcs = _check_sources(sources)
     summary = CollectSummary(sources=len(srcs))
     start = time.perf_counter()
