@@ -1,98 +1,66 @@
-"""N-best reranking with the GPT-4-distilled student on held-out SummEval articles (issue 12).
+"""Applying the student: N-best reranking (Eq. 7/8, MERT, MBR), MRT fine-tuning and the scoring server.
 
-Metric: the student distilled from the published gpt-4-0314 ratings (Shen et al. 2023) of SummEval
-documents 0-49 (sorted doc_id), four heads (coherence, consistency, fluency, relevance), ref-free,
-trained here with csem's default recipe (``ModelConfig()`` / ``TrainConfig()``; cached under a hash of
-the recipe, so a changed default retrains), or the folder given by ``--student``.
+Student: csem's default student trained on the published gpt-4-0314 ratings (Shen et al. 2023) of
+SummEval documents 0-49 (sorted doc_id), four heads (coherence, consistency, fluency, relevance),
+ref-free; cached under a hash of the default configs, so a changed default retrains.
 
-Sources: SummEval documents 50-99 (never seen by the student). N-best lists: by default the 16
-systems' summaries of each document (SummEval's outputs; ``--generator URI`` samples N top-k
-candidates plus a greedy output from a local model instead: ``smollm2`` or ``hf:PATH`` through
-transformers, batched; another URI through ``csem collect``). A dev slice
-tunes the Eq. 8 weights (MERT, objective ROUGE-1 F against the 11 references, max) and picks the
-single head for Eq. 7 and the best single system; a disjoint test slice measures.
+Reranking: N-best lists = the 16 SummEval systems' summaries of documents 50-99 (never seen by the
+student). A dev slice (50-69) tunes the Eq. 8 weights (MERT, objective ROUGE-1 F, against random search
+at the same budget) and picks the Eq. 7 head and the best single system; on the test slice (70-99)
+each rule picks one candidate per source: a random pick, the best single system, the student's best
+head (Eq. 7), its four heads with MERT weights (Eq. 8, per-source z-scores), MBR with chrF, and the
+ROUGE oracle. Measures: the student, ROUGE-1 F, the experts' mean over the four aspects and the local
+judge (Qwen2.5-Coder-1.5B, G-Eval relevance, docs 70-79), which never labelled the student's data;
+paired bootstrap over test sources (1000 resamples) against the random pick.
 
-On the test sources, each selection rule picks one candidate per source: a random pick (seeded),
-the best single system on dev (or the greedy output), the student's best dev head (Eq. 7), the
-student's four heads with MERT-tuned weights (Eq. 8, per-source z-scores), MBR with chrF, and (for
-reference) the ROUGE oracle. Measures: the student's mean-of-heads score, ROUGE-1 F, the SummEval
-experts' mean over the four aspects (system outputs only), and the local judge (Qwen2.5-Coder-1.5B,
-G-Eval rubrics, probs mode; on ``--judge-docs``), which never labelled the student's training data.
-Paired bootstrap over test sources (1000 resamples): mean difference to the random pick, 95%
-interval, one-sided p.
+MRT: SmolLM2-135M-Instruct fine-tuned on documents 0-49 with MRT + MLE (Eq. 12, lambda 0.7) and with
+MLE only, same budget, the student's mean of heads as reward; held-out documents 70-81: greedy outputs
+of the base, MLE-only and MRT generators, and RL+RR (the MRT generator's samples reranked by the
+student), measured by the student, the judge and ROUGE-1 F against the base generator.
 
-Run (the figures in results/apply_rerank.*), as last run:
-    nice -n 10 python bench_apply_rerank.py --threads 1 --judge-docs 70:80 --rubrics geval/summeval-relevance
+Serving: ``csem serve`` (FastAPI + uvicorn on loopback, dynamic batching) under concurrent httpx
+clients: requests/s and latency percentiles per (records per request, clients).
+
+``quick``: a student trained 1 epoch on 4 documents, 2 dev + 2 test sources, 1 MRT step without the
+judge, 8 requests per serving setting.
 """
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import random
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
-from harness import CACHE, fmt, log, machine, markdown_table, parser, setup, summeval, summeval_llm_ratings, \
-    write_results
+
+from benchmarks.suite import CACHE, fmt, log, machine, markdown_table, summeval, summeval_llm_ratings, threads
 
 HEADS = ("coherence", "consistency", "fluency", "relevance")
 
 
-def student_recipe() -> tuple[dict, dict, str]:
-    """csem's current default recipe (``ModelConfig()`` / ``TrainConfig()``) as dumps, with the last commit of
-    ``src/csem/model`` (the code of the recipe), and its short hash."""
+def get_student(quick: bool) -> tuple[Path, str]:
+    """The student folder (trained here once per default recipe) and a line saying what it is."""
+    import csem
     from csem.model import ModelConfig, TrainConfig
 
-    mc = ModelConfig(name="student-gpt4").model_dump(mode="json")
-    tc = TrainConfig().model_dump(mode="json")
-    for k in ("num_threads", "progress"):  # how it runs, not what it learns
-        tc.pop(k, None)
-    # the model code too: the last commit under src/csem/model (and whether it has uncommitted changes)
-    import subprocess
-
-    import csem
-
-    model_src = Path(csem.__file__).resolve().parent / "model"
-    rev = subprocess.run(["git", "-C", str(model_src), "log", "-1", "--format=%h", "--", "."], capture_output=True,
-                         text=True).stdout.strip() or "unknown"
-    dirty = subprocess.run(["git", "-C", str(model_src), "status", "--porcelain", "--", "."], capture_output=True,
-                           text=True).stdout.strip()
-    tc["csem_model_code"] = rev + (" + uncommitted changes" if dirty else "")
-    key = hashlib.sha256(json.dumps([mc, tc, "summeval gpt-4 docs 0:50"], sort_keys=True).encode()).hexdigest()
-    return mc, tc, key[:12]
-
-
-def get_student(args) -> tuple[Path, str]:
-    """The student folder and where it came from: ``--student``, else one trained here on the
-    GPT-4 ratings of SummEval documents 0-49 with csem's default recipe (cached under a key of the
-    recipe, so a changed default retrains)."""
-    if args.student:
-        return Path(args.student), f"given: {args.student}"
-    from csem.model import ModelConfig, TrainConfig, train
-
-    mc, tc, key = student_recipe()
+    settings = {"max_epochs": 1} if quick else {}
+    key = hashlib.sha256(json.dumps([ModelConfig().model_dump(mode="json"), TrainConfig().model_dump(mode="json"),
+                                     settings, quick], sort_keys=True, default=str).encode()).hexdigest()[:12]
     out = CACHE / "apply" / f"student_gpt4_default_{key}"
-    short = (f"{mc['architecture']}, {mc['encoder']}, train_layers {tc['train_layers']}, {mc['loss']}, "
-             f"overlap features {mc.get('overlap_features')}, {tc['max_epochs']} epochs, batch {tc['batch_size']}, "
-             f"lr {tc['lr']}; model code {tc['csem_model_code']}")
-    origin = f"csem's default recipe (ModelConfig()/TrainConfig(): {short}; key {key}), GPT-4 ratings of docs 0-49"
+    docs = slice(0, 4) if quick else slice(0, 50)
+    origin = (f"csem's default student ({key}), GPT-4 ratings of SummEval docs {docs.start}-{docs.stop - 1}"
+              + (", 1 epoch" if quick else ""))
     if (out / "model.safetensors").exists():
-        return out, origin + " (cached)"
-    recs = summeval_llm_ratings(args.data_dir, docs="0:50")
+        return out, origin
     cols = [f"judge.{a}" for a in HEADS]
-    recs = [r for r in recs if all(r.get(c) is not None for c in cols)]
-    log(f"training the student on {len(recs)} GPT-4-rated summaries of documents 0-49 with the default recipe "
-        f"({short})")
-    t = time.perf_counter()
-    train(recs, cols, "ref-free", out_dir=out, config=ModelConfig(**mc),
-          train_config=TrainConfig(**{k: v for k, v in tc.items() if k != "csem_model_code"}, num_threads=args.threads),
-          label_range=(1, 5), judge="gpt-4-0314 (Shen et al. 2023, rts)", rubric="SummEval 4 aspects")
-    (out / "recipe.json").write_text(json.dumps({"model": mc, "train": tc}, indent=2),
-                                     encoding="utf-8")
-    log(f"student trained in {time.perf_counter() - t:.0f} s")
-    return out, origin + f", trained in {time.perf_counter() - t:.0f} s"
+    recs = [r for r in summeval_llm_ratings(docs) if all(r.get(c) is not None for c in cols)]
+    csem.train(recs, ",".join(cols), out_dir=out, label_range=(1, 5), judge="gpt-4-0314 (Shen et al. 2023, rts)",
+               rubric="SummEval 4 aspects", num_threads=threads(), **settings)
+    return out, origin
 
 
 def paired(a: np.ndarray, b: np.ndarray, n: int, seed: int) -> dict:
@@ -133,100 +101,30 @@ def judge_agreement(rows: list[dict], jscore: dict) -> dict:
     return out
 
 
-def main() -> None:
-    ap = parser(__doc__, out="apply_rerank", quick=True)
-    ap.add_argument("--dev-docs", default="50:70", help="held-out SummEval docs tuning the weights (sorted doc_id)")
-    ap.add_argument("--test-docs", default="70:100", help="held-out SummEval docs measured")
-    ap.add_argument("--n", type=int, default=16, help="top-k samples per source (N)")
-    ap.add_argument("--generator", default=None, help="sample the N-best lists from this generator URI "
-                    "(default: SummEval's 16 system summaries)")
-    ap.add_argument("--judge-docs", default="70:80", help="test docs the local judge measures (its cost)")
-    ap.add_argument("--max-tokens", type=int, default=64)
-    ap.add_argument("--max-source-tokens", type=int, default=384, help="transformers generators: source tokens kept")
-    ap.add_argument("--judge", default="local")
-    ap.add_argument("--rubrics", default="geval/summeval-coherence,geval/summeval-relevance")
-    ap.add_argument("--objective", default="rouge1", help="MERT's reference-based objective on dev")
-    ap.add_argument("--student", default=None, help="student folder (default: the lead's, else train one)")
-    ap.add_argument("--bootstrap", type=int, default=1000)
-    args = ap.parse_args()
-    if args.quick:
-        args.dev_docs, args.test_docs, args.judge_docs, args.n = "50:52", "52:54", "52:53", 4
-    setup(args)
+def rerank(quick: bool, student_dir: Path, student_origin: str) -> dict:
+    """N-best reranking of held-out SummEval sources: every selection rule, measured on the test slice."""
+    args = SimpleNamespace(dev_docs="50:70", test_docs="70:100", judge_docs="70:80", n=16, seed=0, judge="local",
+                           rubrics="geval/summeval-relevance", objective="rouge1", bootstrap=1000)
+    if quick:
+        args.dev_docs, args.test_docs, args.judge_docs, args.n, args.bootstrap = "50:52", "52:54", "52:53", 4, 50
     t_all = time.perf_counter()
     from csem.apply.mbr import mbr_select
     from csem.apply.metrics import JudgeMetric, load_metric
     from csem.apply.reranking import add_scores, build_nbest, rerank_scored, score_specs
     from csem.apply.tune import clean_lists, mert, objective, random_search
-    from csem.collect.sampler import GeneratorSpec, collect_candidates
-    from csem.llm import GenerateConfig
 
-    student_dir, student_origin = get_student(args)
-    log(f"student: {student_origin}")
 
     # ---- held-out sources and their N-best lists
     d0, d1 = (int(x) for x in args.dev_docs.split(":"))
     t0, t1 = (int(x) for x in args.test_docs.split(":"))
-    pool = summeval(args.data_dir, docs=f"{d0}:{t1}")
+    pool = summeval(slice(d0, t1))
     docs = sorted({r["doc_id"] for r in pool})
     dev_ids, test_ids = set(docs[:d1 - d0]), set(docs[t0 - d0:])
     j0, j1 = (int(x) for x in args.judge_docs.split(":"))
     judge_ids = set(docs[j0 - d0:j1 - d0]) & test_ids
     t = time.perf_counter()
-    if args.generator and (args.generator == "smollm2" or args.generator.startswith("hf:")):
-        # a transformers generator: N top-k samples per source in one batched generate call (the prompt
-        # encoded once, its cache repeated), plus the greedy output; cached per (generator, N, tokens, seed)
-        from csem.apply.mrt import generate_texts, load_generator
-        from csem.data.jsonio import JsonlLog
-
-        srcs = {}
-        for r in pool:
-            srcs.setdefault(r["doc_id"], {"source": r["source"], "reference": r["reference"]})
-        gen_name = args.generator.replace("hf:", "").strip("/").split("/")[-1]
-        path = CACHE / "apply" / (f"nbest_hf_{gen_name}_{args.n}_{args.max_tokens}_{args.max_source_tokens}_"
-                                  f"{args.seed}.jsonl")
-        nbest_log = JsonlLog(path)  # a line cut by a kill is skipped: that source is generated again
-        done = {row["doc_id"]: row for row in nbest_log.read() if "doc_id" in row}
-        todo = [d for d in docs if d not in done]
-        if todo:
-            net, tok = load_generator(args.generator)
-            with nbest_log:
-                for d in todo:  # one source at a time: a kill loses at most one
-                    src = [srcs[d]["source"]]
-                    samp = generate_texts(net, tok, src, max_source_tokens=args.max_source_tokens,
-                                          max_new_tokens=args.max_tokens, sample=True, num_samples=args.n, top_k=50,
-                                          seed=args.seed + docs.index(d), batch_size=1)[0]
-                    greedy_text = generate_texts(net, tok, src, max_source_tokens=args.max_source_tokens,
-                                                 max_new_tokens=args.max_tokens, sample=False, batch_size=1)[0][0]
-                    done[d] = {"doc_id": d, "samples": samp, "greedy": greedy_text}
-                    nbest_log.append(done[d])
-            del net
-        cands = []
-        for d in docs:
-            base = {"doc_id": d, "source": srcs[d]["source"], "reference": srcs[d]["reference"]}
-            for k, text in enumerate(done[d]["samples"]):
-                cands.append(dict(base, id=f"{d}/sample/{k}", system_id=f"sample-{k}", candidate=text or " "))
-            cands.append(dict(base, id=f"{d}/greedy", system_id="greedy", candidate=done[d]["greedy"] or " "))
-        nbest_origin = (f"{args.generator} through transformers (fp32): N = {args.n} top-k samples (k = 50, "
-                        f"{args.max_tokens} new tokens, source cut to {args.max_source_tokens} tokens) + 1 greedy "
-                        f"output per source ({len(todo)} sources generated in this run, {len(docs) - len(todo)} reused)")
-    elif args.generator:
-        srcs = {}
-        for r in pool:
-            srcs.setdefault(r["doc_id"], {"id": r["doc_id"], "source": r["source"], "reference": r["reference"]})
-        gen_name = args.generator.split(":")[-1]
-        partial = CACHE / "apply" / f"nbest_{gen_name}_{args.n}_{args.max_tokens}.partial.jsonl"
-        partial.parent.mkdir(parents=True, exist_ok=True)
-        specs = [GeneratorSpec(uri=args.generator, num_samples=args.n, name="sample", options={"n_threads": args.threads},
-                               decoding=GenerateConfig(temperature=1.0, top_k=50, max_tokens=args.max_tokens)),
-                 GeneratorSpec(uri=args.generator, num_samples=1, name="greedy", options={"n_threads": args.threads},
-                               decoding=GenerateConfig(temperature=0.0, max_tokens=args.max_tokens))]
-        cands, csum = collect_candidates([srcs[d] for d in docs], specs, seed=args.seed, include_reference=False,
-                                         duplicates="keep", empty="drop", partial_path=partial, progress=False)
-        nbest_origin = (f"{args.generator}: N = {args.n} top-k samples (k = 50, {args.max_tokens} tokens) + 1 greedy "
-                        f"output per source (generated {csum.generated}, reused {csum.resumed})")
-    else:
-        cands = [dict(r, id=f"{r['doc_id']}/{r['system_id']}") for r in pool]
-        nbest_origin = "SummEval's 16 system summaries per source"
+    cands = [dict(r, id=f"{r['doc_id']}/{r['system_id']}") for r in pool]
+    nbest_origin = "SummEval's 16 system summaries per source"
     t_collect = time.perf_counter() - t
     log(f"N-best: {len(cands)} candidates for {len(docs)} sources ({nbest_origin}) in {t_collect:.0f} s")
 
@@ -302,7 +200,7 @@ def main() -> None:
     # ---- table with paired bootstrap against the random pick
     measures = {"student": lambda r: r["student.mean"], "judge": lambda r: jscore.get(r["id"], np.nan),
                 "rouge1": lambda r: r["metric.rouge1"], "experts": lambda r: r["human.mean"]}
-    table, rows_md = {}, []
+    table = {}
     base = chosen["random pick"]
     for name, sel in chosen.items():
         entry = {}
@@ -312,6 +210,7 @@ def main() -> None:
             entry[mname] = {"mean": float(np.nanmean(a)) if not np.all(np.isnan(a)) else None,
                             "vs_random": paired(a, b, args.bootstrap, args.seed) if name != "random pick" else None}
         table[name] = entry
+
     def expect(key: str, pick) -> float:
         return float(np.nanmean([pick(d, key) for d in tdocs]))
 
@@ -319,76 +218,262 @@ def main() -> None:
                   for k in ("student.mean", "metric.rouge1", "human.mean")}
     orc = {k: expect(k, lambda d, k=k: oracle[d][k]) for k in ("student.mean", "metric.rouge1", "human.mean")}
 
-    def cell(e: dict, digits: int) -> str:
-        s = fmt(e["mean"], digits)
-        v = e["vs_random"]
-        if v and v["delta"] is not None:
-            s += f" ({v['delta']:+.{digits}f} [{v['ci_low']:+.{digits}f}, {v['ci_high']:+.{digits}f}], p={v['p']:.3f})"
-        return s
-
-    for name, e in table.items():
-        rows_md.append({"selection": name, "student": cell(e["student"], 3), "judge": cell(e["judge"], 3),
-                        "rouge1": cell(e["rouge1"], 3), "experts": cell(e["experts"], 3)})
-    rows_md.append({"selection": "random pick, expectation over the list", "student": fmt(exp_random["student.mean"], 3),
-                    "judge": "–", "rouge1": fmt(exp_random["metric.rouge1"], 3), "experts": fmt(exp_random["human.mean"], 3)})
-    rows_md.append({"selection": f"oracle by {args.objective} (upper bound)", "student": fmt(orc["student.mean"], 3),
-                    "judge": "–", "rouge1": fmt(orc["metric.rouge1"], 3), "experts": fmt(orc["human.mean"], 3)})
-    tune_rows = [{"selection": f"{c.split('.')[-1]} head only (Eq. 7)", "dev": fmt(v, 4), "evaluations": "1",
-                  "weights": ""} for c, v in head_dev.items()]
-    tune_rows += [
-        {"selection": f"random search, {rs_l.evaluations} points (= MERT's line searches)", "dev": fmt(rs_l.value, 4),
-         "evaluations": str(rs_l.evaluations), "weights": ", ".join(f"{x:+.2f}" for x in rs_l.weights)},
-        {"selection": f"random search, {rs.evaluations} points (= MERT's evaluations)", "dev": fmt(rs.value, 4),
-         "evaluations": str(rs.evaluations), "weights": ", ".join(f"{x:+.2f}" for x in rs.weights)},
-        {"selection": "MERT (5 starts, axes + 2 random directions)", "dev": fmt(m.value, 4),
-         "evaluations": str(m.evaluations), "weights": ", ".join(f"{x:+.2f}" for x in m.weights)},
-        {"selection": "oracle", "dev": fmt(float(np.mean([g.max() for g in gs])), 4), "evaluations": "",
-         "weights": ""}]
-    md = [
-        "# N-best reranking with the GPT-4 student (bench_apply_rerank.py)", "",
-        f"Machine: {machine()}. N-best lists: {nbest_origin}; dev docs {args.dev_docs} ({len(dev_ids)} sources), "
-        f"test docs {args.test_docs} ({len(tdocs)} sources) of SummEval (sorted doc_id). Student: {student_origin}. "
-        f"Judge: {args.judge}, rubrics {args.rubrics} (mean of the aspects), probs mode.", "",
-        "## Test sources: mean score of the chosen candidate (difference to the random pick, 95% paired "
-        f"bootstrap interval over sources, one-sided p; {args.bootstrap} resamples)", "",
-        markdown_table(rows_md, ["selection", "student", "judge", "rouge1", "experts"],
-                       headers=["selection", "student (mean of 4 heads, 1-5)",
-                                f"local judge (1-5; docs {args.judge_docs})", "ROUGE-1 F", "experts (1-5)"]),
-        "",
-        f"## Dev: tuning the Eq. 8 weights over the 4 heads (z-scored per source), objective mean {args.objective} "
-        "of the chosen candidate", "",
-        markdown_table(tune_rows, ["selection", "dev", "evaluations", "weights"],
-                       headers=["selection", "dev objective", "objective evaluations",
-                                "weights (" + ", ".join(c.split('.')[-1] for c in head_cols) + ")"]),
-        "",
-        "## Does the judge separate these candidates? (the judged chosen candidates, each once)", "",
-        (f"Spearman over the {agreement['candidates']} judged candidates: judge vs ROUGE-1 F "
-         f"{fmt(agreement['judge_vs_rouge1'], 3)}, judge vs student {fmt(agreement['judge_vs_student'], 3)}, "
-         f"student vs ROUGE-1 F {fmt(agreement['student_vs_rouge1'], 3)}; the judge's scores span "
-         f"{fmt(agreement['judge_min'], 3)}-{fmt(agreement['judge_max'], 3)}, standard deviation within a source "
-         f"{fmt(agreement['judge_sd_within_source'], 3)} (mean over sources with 2+ judged candidates)."
-         if agreement["candidates"] > 2 else "(fewer than 3 judged candidates)"), "",
-        f"Times: N-best {t_collect:.0f} s, scoring "
-        f"{len(rows)} candidates with the student + ROUGE + chrF {t_score:.1f} s, MBR {t_mbr:.1f} s, "
-        f"judge {t_judge:.0f} s for {len(to_judge)} candidates, total {time.perf_counter() - t_all:.0f} s.",
-    ]
-    data = {"args": {k: str(v) for k, v in vars(args).items()}, "machine": machine(), "student": student_origin,
-            "dev_sources": len(dev_ids), "test_sources": len(tdocs), "candidates": len(rows),
-            "nbest": nbest_origin, "judged_test_sources": len(judge_ids), "judge_agreement": agreement, "test": table, "random_expected": exp_random, "oracle": orc, "dev_heads": head_dev,
-            "mert": m.as_dict(), "random_search": rs.as_dict(), "random_search_line_budget": rs_l.as_dict(),
+    return {"args": {k: str(v) for k, v in vars(args).items()}, "machine": machine(), "student": student_origin,
+            "dev_sources": len(dev_ids), "test_sources": len(tdocs), "candidates": len(rows), "nbest": nbest_origin,
+            "judged_test_sources": len(judge_ids), "judge_agreement": agreement, "test": table,
+            "random_expected": exp_random, "oracle": orc, "dev_heads": head_dev, "mert": m.as_dict(),
+            "random_search": rs.as_dict(), "random_search_line_budget": rs_l.as_dict(),
             "seconds": {"collect": t_collect, "score": t_score, "mbr": t_mbr, "judge": t_judge,
                         "total": time.perf_counter() - t_all},
             "judge_summary": judge.last_summary.as_dict() if judge.last_summary else None}
-    j, mdp = write_results(args.out, data, md)
-    (Path(str(args.out) + ".chosen.jsonl")).write_text(
-        "".join(json.dumps({"selection": name, "doc_id": d, "id": r["id"], "candidate": r["candidate"],
-                            "student": r["student.mean"], "judge": None if np.isnan(jscore.get(r["id"], np.nan))
-                            else jscore[r["id"]], "rouge1": r["metric.rouge1"],
-                            "experts": None if np.isnan(r["human.mean"]) else r["human.mean"]}) + "\n"
-                for name, sel in chosen.items() for d, r in sel.items()), encoding="utf-8")
-    log(f"wrote {j} and {mdp}")
-    print("\n".join(md))
 
 
-if __name__ == "__main__":
-    main()
+def _cell(e: dict, key: str, digits: int = 3) -> str:
+    s = fmt(e["mean"], digits)
+    v = e[key]
+    if v and v["delta"] is not None:
+        s += f" ({v['delta']:+.{digits}f} [{v['ci_low']:+.{digits}f}, {v['ci_high']:+.{digits}f}], p={v['p']:.3f})"
+    return s
+
+
+def report_rerank(d: dict) -> list[str]:
+    """The reranking section: test-slice means with paired bootstrap vs the random pick, the dev tuning."""
+    a = d["args"]
+    rows_md = [{"selection": name, **{m: _cell(e[m], "vs_random") for m in ("student", "judge", "rouge1", "experts")}}
+               for name, e in d["test"].items()]
+    for label, v in ((f"random pick, expectation over the list", d["random_expected"]),
+                     (f"oracle by {a['objective']} (upper bound)", d["oracle"])):
+        rows_md.append({"selection": label, "student": fmt(v["student.mean"], 3), "judge": "–",
+                        "rouge1": fmt(v["metric.rouge1"], 3), "experts": fmt(v["human.mean"], 3)})
+    rs, rs_l, m = d["random_search"], d["random_search_line_budget"], d["mert"]
+    tune_rows = [{"selection": f"{c.split('.')[-1]} head only (Eq. 7)", "dev": fmt(v, 4), "evaluations": "1",
+                  "weights": ""} for c, v in d["dev_heads"].items()]
+    for label, r in ((f"random search, {rs_l['evaluations']} points (= MERT's line searches)", rs_l),
+                     (f"random search, {rs['evaluations']} points (= MERT's evaluations)", rs),
+                     ("MERT (5 starts, axes + 2 random directions)", m)):
+        tune_rows.append({"selection": label, "dev": fmt(r["value"], 4), "evaluations": str(r["evaluations"]),
+                          "weights": ", ".join(f"{x:+.2f}" for x in r["weights"])})
+    g = d.get("judge_agreement") or {}
+    s = d["seconds"]
+    return [
+        "## N-best reranking", "",
+        f"Machine: {d['machine']}. N-best lists: {d['nbest']}; dev docs {a['dev_docs']} ({d['dev_sources']} sources), "
+        f"test docs {a['test_docs']} ({d['test_sources']} sources) of SummEval (sorted doc_id). Student: {d['student']}. "
+        f"Judge: {a['judge']}, rubrics {a['rubrics']} (mean of the aspects), probs mode.", "",
+        "### Test sources: mean score of the chosen candidate (difference to the random pick, 95% paired "
+        f"bootstrap interval over sources, one-sided p; {a['bootstrap']} resamples)", "",
+        markdown_table(rows_md, ["selection", "student", "judge", "rouge1", "experts"],
+                       headers=["selection", "student (mean of 4 heads, 1-5)", f"local judge (1-5; docs {a['judge_docs']})",
+                                "ROUGE-1 F", "experts (1-5)"]), "",
+        f"### Dev: tuning the Eq. 8 weights over the 4 heads (z-scored per source), objective mean {a['objective']}", "",
+        markdown_table(tune_rows, ["selection", "dev", "evaluations", "weights"],
+                       headers=["selection", "dev objective", "objective evaluations", "weights"]), "",
+        (f"Does the judge separate these candidates? Spearman over the {g['candidates']} judged candidates: judge vs "
+         f"ROUGE-1 F {fmt(g['judge_vs_rouge1'], 3)}, judge vs student {fmt(g['judge_vs_student'], 3)}, student vs "
+         f"ROUGE-1 F {fmt(g['student_vs_rouge1'], 3)}; within-source sd of the judge "
+         f"{fmt(g['judge_sd_within_source'], 3)}." if g.get("candidates", 0) > 2 else ""),
+        f"Times: scoring {d['candidates']} candidates (student + ROUGE + chrF) {s['score']:.1f} s, MBR {s['mbr']:.1f} s, "
+        f"judge {s['judge']:.0f} s, total {s['total']:.0f} s."]
+
+
+def mrt(quick: bool, student_dir: Path, origin: str) -> dict:
+    """MRT + MLE vs MLE only with the student as reward; held-out greedy outputs and RL+RR, measured."""
+    args = SimpleNamespace(train_docs="0:50", test_docs="70:82", steps=12, batch_size=2, samples=4, alpha=5e-3,
+                           lam=0.7, lr=5e-5, reward_scale=10.0, max_new_tokens=48, max_source_tokens=384, rr_n=4,
+                           judge="local", rubrics="geval/summeval-relevance", bootstrap=1000, seed=0, threads=threads(),
+                           quick=quick)
+    if quick:
+        args.train_docs, args.test_docs, args.steps, args.rr_n, args.max_new_tokens = "0:2", "70:71", 1, 2, 8
+        args.judge, args.bootstrap = "none", 50
+    t_all = time.perf_counter()
+    from csem.apply.metrics import JudgeMetric, load_metric
+    from csem.apply.mrt import MRTConfig, generate_texts, load_generator, train_mrt
+    from csem.apply.reranking import add_scores
+    from csem.baselines import rouge
+
+    student = load_metric(str(student_dir))
+
+    def uniq(recs):
+        out = {}
+        for r in recs:
+            out.setdefault(r["doc_id"], {"doc_id": r["doc_id"], "source": r["source"], "reference": r["reference"]})
+        return list(out.values())
+
+    train_src = uniq(summeval(slice(*map(int, args.train_docs.split(":")))))
+    for s in train_src:
+        s["reference"] = s["reference"][0]  # MLE on one reference per source
+    test_src = uniq(summeval(slice(*map(int, args.test_docs.split(":")))))
+    runs = CACHE / "apply" / ("mrt_runs_quick" if args.quick else "mrt_runs")
+
+    results = {}
+    logs = {}
+    for name, lam in (("MRT + MLE", args.lam), ("MLE only", 0.0)):
+        cfg = MRTConfig(lam=lam, alpha=args.alpha, num_samples=args.samples, max_steps=args.steps,
+                        batch_size=args.batch_size, lr=args.lr, reward_scale=args.reward_scale,
+                        max_new_tokens=args.max_new_tokens, max_source_tokens=args.max_source_tokens,
+                        checkpoint_every=min(args.steps, 3), keep_checkpoints=1, seed=args.seed,
+                        threads=args.threads)
+        out = runs / ("mrt" if lam > 0 else "mle")
+        done = out / "done.json"
+        key = {"config": cfg.model_dump(mode="json"), "student": origin, "train_docs": args.train_docs}
+        if done.exists() and json.loads(done.read_text(encoding="utf-8"))["key"] == key:
+            results[name] = json.loads(done.read_text(encoding="utf-8"))["result"]  # a finished run: reuse it
+            log(f"{name}: reusing the finished run in {out}")
+        else:
+            t = time.perf_counter()
+            res = train_mrt("smollm2", train_src, student, out, cfg, resume=True)
+            results[name] = {"folder": str(res.final), "steps": res.steps, "seconds": time.perf_counter() - t,
+                             "reward_computed": res.reward_misses, "reward_reused": res.reward_hits,
+                             "resumed_from": res.resumed_from}
+            log(f"{name}: {res.steps} steps in {time.perf_counter() - t:.0f} s")
+            # the Lightning state (weights + AdamW moments) is only for resuming: drop it once finished
+            for p in (out / "lightning").glob("*.ckpt"):
+                p.unlink()
+            done.write_text(json.dumps({"key": key, "result": results[name]}), encoding="utf-8")
+        with open(out / "train_log.csv", encoding="utf-8") as fh:
+            logs[name] = list(csv.DictReader(fh))
+
+    # ---- held-out: greedy outputs of each generator, and RL+RR
+    gens = {"base (SmolLM2-135M-Instruct)": "smollm2", "MLE only": results["MLE only"]["folder"],
+            "MRT + MLE": results["MRT + MLE"]["folder"]}
+    outputs: dict[str, dict[str, dict]] = {}
+    t = time.perf_counter()
+    sources = [s["source"] for s in test_src]
+    for name, uri in gens.items():
+        net, tok = load_generator(uri if uri == "smollm2" else f"hf:{uri}")
+        texts = generate_texts(net, tok, sources, max_source_tokens=args.max_source_tokens,
+                               max_new_tokens=args.max_new_tokens, sample=False, batch_size=4)
+        outputs[name] = {s["doc_id"]: {"id": f"{s['doc_id']}/{name}", "doc_id": s["doc_id"], "source": s["source"],
+                                       "reference": s["reference"], "candidate": tx[0]}
+                         for s, tx in zip(test_src, texts)}
+        if name == "MRT + MLE":
+            samples = generate_texts(net, tok, sources, max_source_tokens=args.max_source_tokens,
+                                     max_new_tokens=args.max_new_tokens, sample=True, num_samples=args.rr_n,
+                                     top_k=50, seed=args.seed, batch_size=2)
+            pool = [{"id": f"{s['doc_id']}/rr/{k}", "doc_id": s["doc_id"], "source": s["source"],
+                     "reference": s["reference"], "candidate": tx or " "}
+                    for s, txs in zip(test_src, samples) for k, tx in enumerate(txs)]
+            sc = student.score(pool)
+            mean = np.mean([sc[c] for c in student.columns], axis=0)
+            best: dict[str, tuple[float, dict]] = {}
+            for rec, v in zip(pool, mean):
+                if rec["doc_id"] not in best or v > best[rec["doc_id"]][0]:
+                    best[rec["doc_id"]] = (float(v), rec)
+            outputs[f"RL+RR: MRT + MLE, best of {args.rr_n} samples by the student"] = {d: r for d, (_, r) in best.items()}
+        del net
+    t_gen = time.perf_counter() - t
+    log(f"held-out generation: {t_gen:.0f} s")
+
+    # ---- measures
+    every = [r for sel in outputs.values() for r in sel.values()]
+    for r in every:
+        r["candidate"] = r["candidate"] or " "
+    sc = student.score(every)
+    r1 = rouge(every, "rouge1")
+    judge = None if args.judge == "none" else JudgeMetric(args.judge, args.rubrics.split(","),
+                                                          cache=CACHE / "apply" / "judge.sqlite")
+    t = time.perf_counter()
+    jrows = add_scores(every, judge.score(every)) if judge else every
+    t_judge = time.perf_counter() - t
+    vals = {}
+    for i, r in enumerate(jrows):
+        js = [r.get(c) for c in judge.columns] if judge else [None]
+        vals[r["id"]] = {"student": float(np.mean([sc[c][i] for c in student.columns])),
+                         "judge": float(np.mean(js)) if all(v is not None for v in js) else np.nan,
+                         "rouge1": float(r1[i]), "length": len(r["candidate"].split())}
+    docs = [s["doc_id"] for s in test_src]
+    base = outputs["base (SmolLM2-135M-Instruct)"]
+    table = {}
+    for name, sel in outputs.items():
+        entry = {}
+        for m in ("student", "judge", "rouge1", "length"):
+            a = np.array([vals[sel[d]["id"]][m] for d in docs], dtype=float)
+            b = np.array([vals[base[d]["id"]][m] for d in docs], dtype=float)
+            entry[m] = {"mean": float(np.nanmean(a)),
+                        "vs_base": None if sel is base else paired(a, b, args.bootstrap, args.seed)}
+        table[name] = entry
+
+    return {"args": {k: str(v) for k, v in vars(args).items()}, "machine": machine(), "student": origin,
+            "runs": results, "held_out": table, "logs": logs,
+            "outputs": {n: {d: r["candidate"] for d, r in sel.items()} for n, sel in outputs.items()},
+            "seconds": {"generation": t_gen, "judge": t_judge, "total": time.perf_counter() - t_all},
+            "judge_summary": judge.last_summary.as_dict() if judge and judge.last_summary else None}
+
+
+def report_mrt(d: dict) -> list[str]:
+    """The MRT section: held-out means vs the base generator, the training log's first and last quarter."""
+    a = d["args"]
+    rows = [{"generator": name, **{m: _cell(e[m], "vs_base") for m in ("student", "judge", "rouge1")},
+             "length": fmt(e["length"]["mean"], 1)} for name, e in d["held_out"].items()]
+
+    def avg(rs, k):
+        xs = [float(r[k]) for r in rs if r.get(k) not in (None, "")]
+        return fmt(float(np.mean(xs)), 3) if xs else "–"
+
+    log_rows = []
+    for name, rs in d["logs"].items():
+        q = max(1, len(rs) // 4)
+        log_rows.append([name, len(rs), avg(rs[:q], "reward_mean"), avg(rs[-q:], "reward_mean"), avg(rs[:q], "mle_loss"),
+                         avg(rs[-q:], "mle_loss"), fmt(d["runs"][name]["seconds"], 0)])
+    return [
+        "## MRT with the student as reward, against MLE only", "",
+        f"Machine: {d['machine']}. Generator SmolLM2-135M-Instruct (fp32, CPU). Training sources: SummEval docs "
+        f"{a['train_docs']}; {a['steps']} steps x {a['batch_size']} sources, S = {a['samples']} top-k samples (k = 50, "
+        f"{a['max_new_tokens']} tokens), alpha = {a['alpha']}, lambda = {a['lam']} (MRT) vs 0 (MLE only), AdamW lr "
+        f"{a['lr']}, reward = student mean of heads x {a['reward_scale']}. Held-out: docs {a['test_docs']}. Student: "
+        f"{d['student']}. Judge: {a['judge']}, {a['rubrics']} (mean), probs mode.", "",
+        "### Held-out sources: greedy output (RL+RR: best sample by the student); difference to the base generator, "
+        f"95% paired bootstrap interval over sources, one-sided p ({a['bootstrap']} resamples)", "",
+        markdown_table(rows, ["generator", "student", "judge", "rouge1", "length"],
+                       headers=["generator", "student (1-5)", "local judge (1-5)", "ROUGE-1 F", "words"]), "",
+        "### Training log (first and last quarter of the steps)", "",
+        markdown_table(log_rows, ["run", "steps", "reward first", "reward last", "MLE loss first", "MLE loss last",
+                                  "wall s"])]
+
+
+def serve(quick: bool, student_dir: Path, origin: str) -> dict:
+    """Load test of ``csem serve`` on loopback: requests/s and latency percentiles per setting."""
+    from csem.apply.metrics import load_metric
+    from csem.apply.server import BackgroundServer, load_test
+
+    recs = [{"id": f"{r['doc_id']}/{r['system_id']}", "source": r["source"], "candidate": r["candidate"]}
+            for r in summeval(slice(50, 100))]
+    metric = load_metric(str(student_dir))
+    rows = []
+    with BackgroundServer(metric, max_batch=256, max_wait_ms=5) as srv:
+        load_test(srv.url, recs[:8], requests=4, records_per_request=1, concurrency=1)  # warm-up
+        for per_req, conc in [(1, 1), (1, 8), (8, 1), (8, 8)]:  # (records per request, concurrent clients)
+            res = load_test(srv.url, recs, requests=8 if quick else 96, records_per_request=per_req, concurrency=conc)
+            rows.append({"metric": "student", "records": per_req, "clients": conc, **res.as_dict()})
+    return {"machine": machine(), "student": origin, "settings": rows}
+
+
+def report_serve(d: dict) -> list[str]:
+    """The serving section: requests/s, records/s and latency per setting."""
+    rows = d["settings"]
+    table = markdown_table(
+        [{**r, "rps": fmt(r["requests_per_s"], 2), "recps": fmt(r["records_per_s"], 1), "p50": fmt(r["p50_ms"], 0),
+          "p99": fmt(r["p99_ms"], 0)} for r in rows],
+        ["metric", "records", "clients", "requests", "errors", "rps", "recps", "p50", "p99"],
+        headers=["served metric", "records/request", "clients", "requests", "errors", "requests/s", "records/s",
+                 "p50 ms", "p99 ms"])
+    return ["## The scoring endpoint under load", "",
+            f"Machine: {d['machine']}. `csem serve` (FastAPI + uvicorn, loopback, dynamic batching up to 256 records, "
+            f"5 ms wait) with {d['student']}; SummEval summaries of docs 50-99 with their articles.", "", table]
+
+
+def run(quick: bool = False) -> dict:
+    """The student, then reranking, MRT and serving (``quick``: 2+2 sources, 1 MRT step, 8 requests)."""
+    student_dir, origin = get_student(quick)
+    log(f"student: {origin}")
+    return {"rerank": rerank(quick, student_dir, origin), "mrt": mrt(quick, student_dir, origin),
+            "serve": serve(quick, student_dir, origin)}
+
+
+def report(results: dict) -> str:
+    """The Markdown report: reranking, MRT and serving sections."""
+    md = ["# Applying the student: reranking, MRT and serving", ""]
+    for key, fn in (("rerank", report_rerank), ("mrt", report_mrt), ("serve", report_serve)):
+        if results.get(key):
+            md += fn(results[key]) + [""]
+    return "\n".join(md)

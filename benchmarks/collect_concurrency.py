@@ -13,18 +13,15 @@ sources and seeds:
 
 Each arm is one ``nice -n 10 csem collect`` process (the real command line); arms alternate
 (1, 4, 4, 1, ...) to spread the drift of a shared machine. Figures: the stage's own time (collect's
-summary) and the process wall time; whether every arm produced the same candidates. Results:
-``benchmarks/results/collect_concurrency.{json,md}``.
-
-    nice -n 10 python benchmarks/bench_collect_concurrency.py            # SmolLM2-135M, a few minutes on 2 idle cores
-    python benchmarks/bench_collect_concurrency.py --model qwen-0.5b --workers 2
+summary) and the process wall time; whether every arm produced the same candidates. SmolLM2-135M,
+2 sources x 4 samples of at most 24 tokens, 2 worker processes of 1 thread, 3 runs per arm (a few
+minutes on 2 idle cores). ``quick``: the stock server only, 1 source x 2 samples of 8 tokens, 1 run per arm.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import signal
 import statistics
 import subprocess
 import sys
@@ -32,13 +29,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness import log, machine, markdown_table, parser, setup, write_results
+from types import SimpleNamespace
 
-from csem.assets import resolve_gguf
-from csem.data.records import read_records, write_records
-from csem.llm.server import LlamaServer
+from benchmarks.suite import log, machine, markdown_table
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "src" / "csem" / "pipeline" / "examples"
+FULL = dict(model="smollm2", sources=2, num_samples=4, max_tokens=24, workers=2, server_threads=1,
+            concurrency=(1, 4), repeats=3, seed=0)
+QUICK = FULL | dict(sources=1, num_samples=2, max_tokens=8, workers=1, repeats=1)
 
 
 def run_collect(src: Path, url: str, concurrency: int, out: Path, args) -> dict:
@@ -65,30 +62,26 @@ def warm_up(url: str, model: str) -> None:
                                                                  GenerateConfig(max_tokens=4, seed=0)))
 
 
-def main() -> int:
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a killed run still stops its server (context manager)
-    ap = parser(__doc__, out="collect_concurrency", threads=1)
-    ap.add_argument("--model", default="smollm2", help="GGUF alias or path served (smollm2 | qwen-0.5b | PATH)")
-    ap.add_argument("--sources", type=int, default=2, help="news sources from the package examples")
-    ap.add_argument("--num-samples", "-J", type=int, default=4)
-    ap.add_argument("--max-tokens", type=int, default=24)
-    ap.add_argument("--workers", type=int, default=2, help="server processes of the multi-slot server")
-    ap.add_argument("--server-threads", type=int, default=1, help="threads per server process")
-    ap.add_argument("--concurrency", default="1,4", help="the two concurrency settings compared")
-    ap.add_argument("--repeats", type=int, default=3, help="runs per arm (alternating order; the median counts)")
-    args = ap.parse_args()
-    setup(args)
-    levels = [int(c) for c in args.concurrency.split(",")]
+def run(quick: bool = False) -> dict:
+    """Time ``csem collect`` at two concurrency settings against one- and multi-process servers."""
+    from csem.assets import resolve_gguf
+    from csem.data.records import read_records, write_records
+    from csem.llm.server import LlamaServer
+    from csem.pipeline.config import resolve_path
+
+    args = SimpleNamespace(**(QUICK if quick else FULL))
+    levels = list(args.concurrency)
     gguf = resolve_gguf(args.model)
     work = Path(tempfile.mkdtemp(prefix="csem-bench-collect-"))
     src = work / "sources.jsonl"
-    write_records(read_records(EXAMPLES / "news_sources.jsonl", required=("source",))[: args.sources], src)
+    write_records(read_records(resolve_path("package:news_sources.jsonl", work), required=("source",))[: args.sources], src)
     n = args.sources * args.num_samples
     log(f"{machine()}; model {gguf.name}; {args.sources} sources x J={args.num_samples} = {n} samples of <= "
         f"{args.max_tokens} tokens; concurrency {levels}; {args.repeats} runs per arm")
 
-    servers = {"llama_cpp.server (1 process)": dict(workers=1),
-               f"uvicorn --workers {args.workers}": dict(workers=args.workers)}
+    servers = {"llama_cpp.server (1 process)": dict(workers=1)}
+    if args.workers > 1:
+        servers[f"uvicorn --workers {args.workers}"] = dict(workers=args.workers)
     arms: dict[str, dict] = {}
     texts: dict[str, dict] = {}
     for sname, kw in servers.items():
@@ -120,22 +113,21 @@ def main() -> int:
             "concurrency": levels, "repeats": args.repeats, "arms": arms,
             "speedup": {k: {"ratio": v, "of": f"concurrency {levels[1]} vs {levels[0]}"} for k, v in speedups.items()},
             "identical_candidates_in_every_run": same}
+    return data
+
+
+def report(data: dict) -> str:
+    """The Markdown report: collect seconds per server and concurrency, the speed-ups, identical candidates."""
+    levels, n = data["concurrency"], data["samples"]
     rows = [[a["server"], a["concurrency"], ", ".join(f"{x:.1f}" for x in a["collect_s"]), f"{a['collect_s_median']:.1f}",
-             f"{a['samples_per_s']:.2f}", ", ".join(f"{x:.1f}" for x in a["wall_s"]),
-             ", ".join(f"{x:.1f}" for x in a["load_before"])] for a in arms.values()]
+             f"{a['samples_per_s']:.2f}", ", ".join(f"{x:.1f}" for x in a["wall_s"])] for a in data["arms"].values()]
     md = [f"# `csem collect` over a llama.cpp server: concurrency {levels[1]} vs {levels[0]}", "",
-          f"{machine()}. Model {gguf.name}, {args.sources} sources x {args.num_samples} samples = {n} samples of at "
-          f"most {args.max_tokens} tokens (top-k 50, seeded), {args.server_threads} thread(s) per server process; "
-          f"{args.repeats} runs per arm, alternating; the ratio is of the medians.", "",
-          markdown_table(rows, ["server", "concurrency", "collect s (runs)", "median s", "samples/s", "process s (runs)",
-                                "load avg before each run"], align="lrrrrrr"),
-          "", *[f"- {k}: concurrency {levels[1]} vs {levels[0]} = **{v:.2f}x** faster" for k, v in speedups.items()],
-          f"- identical candidates in every run: {'yes' if same else 'NO'}"]
-    js, mdp = write_results(args.out, data, md)
-    log(f"wrote {js} and {mdp}")
-    print("\n".join(md))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+          f"{data['machine']}. Model {data['model']}, {data['sources']} sources x {data['num_samples']} samples = {n} "
+          f"samples of at most {data['max_tokens']} tokens (top-k 50, seeded), {data['server_threads']} thread(s) per "
+          f"server process; {data['repeats']} runs per arm, alternating; the ratio is of the medians.", "",
+          markdown_table(rows, ["server", "concurrency", "collect s (runs)", "median s", "samples/s", "process s (runs)"],
+                         align="lrrrrr"),
+          "", *[f"- {k}: concurrency {levels[1]} vs {levels[0]} = **{v['ratio']:.2f}x** faster"
+                for k, v in data["speedup"].items()],
+          f"- identical candidates in every run: {'yes' if data['identical_candidates_in_every_run'] else 'NO'}"]
+    return "\n".join(md)

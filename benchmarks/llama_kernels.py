@@ -12,11 +12,8 @@ scored in process by the same model loaded twice, once per arm, the arms alterna
 
 Figures: judgments/s and evaluated tokens/s per arm and regime, the off/on ratio, and the largest score
 difference between the arms (kernel rounding). Where the probe says the extra buffer types crash on this
-machine, only the fallback arm runs and the ratio is not measured. Results:
-``benchmarks/results/llama_kernels.{json,md}``.
-
-    nice -n 5 python benchmarks/bench_llama_kernels.py                       # qwen-0.5b, ~3 min on 2 cores
-    python benchmarks/bench_llama_kernels.py --model local --docs 2 --per-doc 4
+machine, only the fallback arm runs and the ratio is not measured. Qwen2.5-Coder-0.5B, 2 articles x 4
+summaries, 2 runs per arm and regime (~3 min on 2 cores). ``quick``: 1 article x 2 summaries, 1 run.
 """
 
 from __future__ import annotations
@@ -24,17 +21,22 @@ from __future__ import annotations
 import asyncio
 import time
 
-from harness import log, machine, markdown_table, parser, setup, summeval, write_results
+from types import SimpleNamespace
 
-from csem.assets import resolve_gguf
-from csem.llm.providers.llama_cpp import LlamaCppBackend, _file_sha256
+from benchmarks.suite import log, machine, markdown_table, summeval, threads
+
+from csem.assets import resolve_gguf, sha256_file
+from csem.llm.providers.llama_cpp import LlamaCppBackend
 from csem.llm.providers.llama_cpp_kernels import build_info, cpu_info, extra_bufts_usable
 from csem.rubrics import load_rubric
+
+FULL = dict(model="qwen-0.5b", docs=2, per_doc=4, repeats=2)
+QUICK = dict(model="qwen-0.5b", docs=1, per_doc=2, repeats=1)
 
 
 def prompts(args) -> list[list[dict]]:
     rubric = load_rubric("geval/summeval-coherence")
-    recs = summeval(args.data_dir, docs=f"0:{args.docs}")
+    recs = summeval(slice(0, args.docs))
     out = []
     for doc in sorted({r["doc_id"] for r in recs}):
         for r in [r for r in recs if r["doc_id"] == doc][: args.per_doc]:
@@ -59,20 +61,15 @@ def run_arm(path, extra_bufts: bool, msgs, *, reuse: bool, threads: int) -> dict
     return {"seconds": secs, "judgments": len(msgs), "evaluated_tokens": tokens, "scores": scores}
 
 
-def main() -> None:
-    ap = parser(__doc__, out="llama_kernels")
-    ap.add_argument("--model", default="qwen-0.5b", help="GGUF alias or path (default qwen-0.5b)")
-    ap.add_argument("--docs", type=int, default=2, help="SummEval articles (default 2)")
-    ap.add_argument("--per-doc", type=int, default=4, help="summaries per article (default 4)")
-    ap.add_argument("--repeats", type=int, default=2, help="runs per arm and regime (default 2)")
-    args = ap.parse_args()
-    setup(args)
+def run(quick: bool = False) -> dict:
+    """Judge the same prompts with the extra buffer types on and off, cold and warm."""
+    args = SimpleNamespace(**(QUICK if quick else FULL), threads=threads())
     path = resolve_gguf(args.model)
-    decision = extra_bufts_usable(path, _file_sha256(path))
+    decision = extra_bufts_usable(path, sha256_file(path))
     msgs = prompts(args)
     log(f"{len(msgs)} prompts; probe: {decision['outcome']} ({decision['source']})")
     arms = [True, False] if decision["use_extra_bufts"] else [False]
-    rows, results = [], {}
+    results = {}
     for regime, reuse in (("cold", False), ("warm", True)):
         runs = {a: [] for a in arms}
         order = [a for i in range(args.repeats) for a in (arms if i % 2 == 0 else arms[::-1])]
@@ -92,25 +89,29 @@ def main() -> None:
             agg["off_over_on_time"] = agg["off"]["seconds_per_judgment"] / agg["on"]["seconds_per_judgment"]
             agg["max_score_diff"] = diff
         results[regime] = agg
+    data = {"model": path.name, "prompts": len(msgs), "docs": args.docs, "per_doc": args.per_doc,
+            "repeats": args.repeats, "threads": args.threads, "probe": decision, "cpu": cpu_info(),
+            "llama_cpp": build_info(), "machine": machine(), "results": results}
+    return data
+
+
+def report(data: dict) -> str:
+    """The Markdown report: judgments/s and tokens/s per arm and regime, the fallback's cost."""
+    rows = []
+    for regime, agg in data["results"].items():
         for arm in ("on", "off"):
             if arm in agg:
                 rows.append([regime, arm, f"{agg[arm]['judgments_per_s']:.3f}", f"{agg[arm]['tokens_per_s']:.1f}",
                              f"{agg[arm]['seconds_per_judgment']:.3f}",
                              f"{agg['off_over_on_time']:.2f}x" if arm == "off" and "on" in agg else "",
                              f"{agg['max_score_diff']:.4f}" if arm == "off" and "on" in agg else ""])
-    data = {"model": path.name, "prompts": len(msgs), "repeats": args.repeats, "threads": args.threads,
-            "probe": decision, "cpu": cpu_info(), "llama_cpp": build_info(), "machine": machine(),
-            "results": results}
-    md = [f"# llama.cpp extra buffer types (AMX / repacking) on vs off: {path.name}", "",
-          f"{machine()}; llama-cpp-python {build_info().get('version')}; CPU flags: {' '.join(cpu_info()['flags'])}; "
-          f"probe on this machine: {decision['outcome']}.", "",
-          f"{len(msgs)} G-Eval coherence prompts (SummEval, {args.docs} articles x {args.per_doc} summaries), probs mode, "
-          f"{args.threads} threads, {args.repeats} runs per arm and regime, arms alternating. cold = every prompt "
-          "evaluated whole; warm = the judge's real path (an article's prefix reused across its summaries).", "",
+    d = data
+    md = [f"# llama.cpp extra buffer types (AMX / repacking) on vs off: {d['model']}", "",
+          f"{d['machine']}; llama-cpp-python {d['llama_cpp'].get('version')}; CPU flags: {' '.join(d['cpu']['flags'])}; "
+          f"probe on this machine: {d['probe']['outcome']}.", "",
+          f"{d['prompts']} G-Eval coherence prompts (SummEval, {d.get('docs', 2)} articles x {d.get('per_doc', 4)} "
+          f"summaries), probs mode, {d['threads']} threads, {d['repeats']} runs per arm and regime, arms alternating. "
+          "cold = every prompt evaluated whole; warm = the judge's real path (an article's prefix reused across its summaries).", "",
           markdown_table(rows, ["regime", "extra bufts", "judgments/s", "evaluated tokens/s", "s/judgment",
                                 "fallback time ratio", "max |score diff|"])]
-    write_results(args.out, data, md)
-
-
-if __name__ == "__main__":
-    main()
+    return "\n".join(md)

@@ -1,33 +1,29 @@
-"""The main job, timed and measured: ``csem run package:summarization.yaml`` (issue 24).
+"""The main job, timed and measured: ``csem run package:summarization.yaml`` from an empty run folder.
 
-Runs the shipped pipeline in ``--run-dir`` as a user would (a subprocess ``csem run``), then reads what the
-run wrote: each stage's wall seconds and summary (``state.json``), the student's summary-level Spearman with
-the judge on the held-out test articles for every seed (``seeds.json``: mean, sd, min, max over seeds) and the
-trivial baselines on the same candidates (``baselines.json``: length, extractiveness, system prior), the
-judge's score range, and the machine (CPU model, AMX or not, cores, llama-cpp-python and torch versions).
-
-An empty ``--run-dir`` times the whole job from scratch (collect ~3.5 min and annotate ~10.5 min on 2 idle
-cores). ``--from STAGE`` re-runs that stage and the later ones on a finished folder (e.g. ``--from train``
-after a change to the student: the judged candidates are kept); stages not re-run keep the seconds they
-took when they ran, and the results say which stages ran in this call and when each finished.
-
-Run:  python benchmarks/bench_main_job.py --run-dir /tmp/mainjob [--from train]
-Out:  benchmarks/results/main_job.{json,md}
+Runs the shipped pipeline as a user would (a subprocess ``csem run`` in ``benchmarks/.cache/main_job``),
+then reads what the run wrote: each stage's wall seconds (``state.json``), the student's summary-level
+Spearman with the judge on the held-out articles (the run's seed ensemble with its 95% interval over
+resampled articles, ``meta.json``; each member alone, ``seeds.json``: mean, sd, min, max) and the trivial
+baselines on the same candidates (``baselines.json``: length, extractiveness, system prior), the judge's
+score range, and the machine (CPU model, AMX or not, cores, llama-cpp-python and torch versions).
+``quick``: the same pipeline on 4 articles, one generator, one rubric, a single student, 2 seeds.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from importlib import metadata
 from pathlib import Path
 
-from harness import fmt, log, machine, markdown_table, now, parser, setup, write_results
+from benchmarks.suite import CACHE, fmt, log, machine, markdown_table, now
 
 PIPELINE = "package:summarization.yaml"
 STAGES = ("collect", "annotate", "train", "score", "meta_eval", "seeds", "rerank", "report")
@@ -35,8 +31,6 @@ STAGES = ("collect", "annotate", "train", "score", "meta_eval", "seeds", "rerank
 
 def cpu() -> dict:
     """CPU model, whether it has AMX (llama.cpp's extra buffer types), and the cores csem may use."""
-    import os
-
     info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     model = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")),
                  platform.processor())
@@ -103,23 +97,22 @@ def judge_range(run_dir: Path) -> dict:
 
 
 def report(res: dict) -> str:
+    """The Markdown report: stage times, the student vs the judge beside the baselines, the judge's range."""
     m = res["meta"]
     lines = [f"# The main job (`csem run {res.get('pipeline', PIPELINE)}`)\n",
-             f"{m['date']}; {m['cpu']['model']} ({m['cpu']['cores']} cores, AMX: {'yes' if m['cpu']['amx'] else 'no'}); "
+             f"{m['cpu']['model']} ({m['cpu']['cores']} cores, AMX: {'yes' if m['cpu']['amx'] else 'no'}); "
              f"csem {m['versions']['csem']}, llama-cpp-python {m['versions']['llama_cpp_python']}, torch "
-             f"{m['versions']['torch']}; this call: `{' '.join(res['command'])}`, {res['wall_seconds']:.0f} s wall, "
+             f"{m['versions']['torch']}; `{' '.join(res['command'])}`, {res['wall_seconds']:.0f} s wall, "
              f"exit {res['returncode']}."
-             + (f" The full run of this folder: `{' '.join(res['full_run']['command'])}`, "
-                f"{res['full_run']['wall_seconds']:.0f} s wall ({res['full_run']['date']})." if res.get("full_run") else "")
              + "\n"]
     rows = []
     for s in STAGES:
         st = res["stages"].get(s)
         if st:
-            rows.append([s, f"{st['seconds']:.0f}", st["finished_at"], "yes" if st["ran_now"] else "no (earlier run)"])
+            rows.append([s, f"{st['seconds']:.0f}"])
     total = sum(st["seconds"] for st in res["stages"].values())
-    rows.append(["**all stages**", f"**{total:.0f}**", "", ""])
-    lines.append(markdown_table(rows, ["stage", "seconds", "finished", "ran in this call"]))
+    rows.append(["**all stages**", f"**{total:.0f}**"])
+    lines.append(markdown_table(rows, ["stage", "seconds"]))
     lines.append("\nSummary-level Spearman of the student with the judge on the held-out test articles, "
                  f"{res['seeds']} seeds, beside the trivial baselines on the same candidates:\n")
     rows = []
@@ -137,54 +130,57 @@ def report(res: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    ap = parser(__doc__, out="main_job", seed=None)
-    ap.add_argument("--run-dir", type=Path, required=True)
-    ap.add_argument("--from", dest="from_stage", default=None, help="re-run this stage and the later ones")
-    ap.add_argument("--pipeline", default=PIPELINE, help="another pipeline file (e.g. an earlier recipe of the "
-                    "main job, re-measured on a run folder's judged candidates with --from train)")
-    args = ap.parse_args()
-    setup(args)
-    cmd = ["csem", "run", args.pipeline, "--run-dir", str(args.run_dir)]
-    if args.from_stage:
-        cmd += ["--from", args.from_stage]
-    started = time.time()
+def quick_pipeline(folder: Path) -> str:
+    """The shipped pipeline cut to a smoke run (4 articles, one generator, one rubric, one student), as a file."""
+    import yaml
+
+    from csem.pipeline.config import resolve_path
+
+    spec = yaml.safe_load(resolve_path(PIPELINE, folder).read_text(encoding="utf-8"))
+    spec["sources"]["limit"] = 4
+    spec["collect"]["generators"] = spec["collect"]["generators"][:1]
+    spec["collect"]["decoding"]["max_tokens"] = 24
+    spec["annotate"]["rubrics"] = spec["annotate"]["rubrics"][:1]
+    spec["train"]["model"]["members"] = 1
+    spec["train"]["seeds"] = [12, 13]
+    spec.pop("rerank", None)
+    path = folder / "quick.yaml"
+    path.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    return str(path)
+
+
+def run(quick: bool = False) -> dict:
+    """Run the pipeline from an empty folder and read its figures (``quick``: a 4-article smoke run).
+
+    Raises:
+        RuntimeError: ``csem run`` failed or wrote no figures.
+    """
+    import shutil
+
+    tmp = Path(tempfile.mkdtemp(prefix="csem-main-job-"))
+    run_dir = tmp / "run" if quick else CACHE / "main_job"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    pipeline = quick_pipeline(tmp) if quick else PIPELINE
+    cmd = [sys.executable, "-m", "csem", "run", pipeline, "--run-dir", str(run_dir)]
     log("running: " + " ".join(cmd))
     t0 = time.perf_counter()
     proc = subprocess.run(cmd)
     wall = time.perf_counter() - t0
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
-        log(f"csem run exited {proc.returncode}; no figures written")
-        sys.exit(proc.returncode)
-    missing = missing_outputs(args.run_dir)
+        raise RuntimeError(f"csem run exited {proc.returncode}")
+    missing = missing_outputs(run_dir)
     if missing:
-        log(f"{args.run_dir}: csem run exited 0 but wrote no {', '.join(missing)}; no figures written")
-        sys.exit(2)
-    state = json.loads((args.run_dir / "state.json").read_text())
-    stages = {}
-    for s in STAGES:
-        st = state.get(s)
-        if st:
-            fin = time.mktime(time.strptime(st["finished_at"], "%Y-%m-%dT%H:%M:%S"))
-            stages[s] = {"seconds": st["seconds"], "finished_at": st["finished_at"], "ran_now": fin >= started - 1,
-                         "summary": st.get("summary")}
-    agree = agreement(args.run_dir)
+        raise RuntimeError(f"{run_dir}: csem run exited 0 but wrote no {', '.join(missing)}")
+    state = json.loads((run_dir / "state.json").read_text())
+    stages = {s: {"seconds": state[s]["seconds"], "summary": state[s].get("summary")} for s in STAGES if state.get(s)}
+    agree = agreement(run_dir)
     res = {"meta": {"date": now(), "machine": machine(), "cpu": cpu(), "versions": versions()},
-           "command": cmd, "pipeline": args.pipeline, "returncode": proc.returncode, "wall_seconds": wall,
-           "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024,
-           "stages": stages, "seeds": max((len(d.get("per_seed", {})) for d in agree.values()), default=0),
-           "agreement": agree, "judge_range": judge_range(args.run_dir)}
-    if args.from_stage:  # the earlier stages' call (the timed full run) stays on record beside this one
-        prev = Path(f"{args.out}.json")
-        prev = json.loads(prev.read_text()) if prev.exists() else {}
-        earlier = prev.get("full_run") or ({k: prev[k] for k in ("command", "wall_seconds")} | {"date": prev["meta"]["date"]}
-                                           if prev.get("command") and "--from" not in prev["command"] else None)
-        if earlier and str(args.run_dir) in earlier["command"]:
-            res["full_run"] = earlier
-    write_results(args.out, res, report(res))
-    log(f"wrote {args.out}.json / .md")
-
-
-if __name__ == "__main__":
-    main()
+           "command": ["csem", "run", PIPELINE if not quick else "quick.yaml"], "pipeline": PIPELINE, "quick": quick,
+           "returncode": proc.returncode, "wall_seconds": wall, "cpu_seconds": usage.ru_utime + usage.ru_stime,
+           "peak_rss_mb": usage.ru_maxrss / 1024, "stages": stages,
+           "seeds": max((len(d.get("per_seed", {})) for d in agree.values()), default=0),
+           "agreement": agree, "judge_range": judge_range(run_dir)}
+    if quick:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return res

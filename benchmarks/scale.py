@@ -1,34 +1,29 @@
-"""Scoring throughput in one process vs through Ray Data with 1 and 2 workers (issue 22).
+"""Scale out: the judge through an OpenAI-compatible server, and scoring through Ray Data.
 
-The same records file is scored three ways on this machine, each using all of its CPUs:
+Judge server: the local judge (Qwen2.5-Coder-1.5B Q4_K_M) on SummEval summaries, in process
+(llama-cpp) vs through a llama.cpp server on loopback (``openai:`` with top-20 logprobs): seconds per
+judgment and the largest score difference.
 
-* ``csem score`` in one process (``--threads`` torch threads): the steps of the command, timed in
-  this process (load the model, read the file, score, write);
-* ``csem score --engine ray`` with 1 worker of ``--threads`` CPUs, and with 2 workers of
-  ``--threads / 2`` CPUs each (:func:`csem.engines.ray.score_files`: read, score, write part files,
-  including each actor's model load), on a local Ray cluster started first (its start-up is
-  timed apart).
-
-Records: WMT21 TED MQM en-de (all 6,877 segments) then WMT23 DA en-de segments up to ``--rows``
-(short sentences and paragraphs; csem's loaders). Student: a real MiniLM (all-MiniLM-L6-v2, the
-default encoder) ref-based student, heads trained on 400 TED segments' MQM scores with the
-encoder frozen (quick: its scores are not the point; the encoder's cost is csem's default). For
-each setting: wall seconds, rows/s, the overhead per row against one process, and whether every
-row got the one-process score (max absolute difference). What the figures imply for N machines is
-an estimate from the measured per-machine rate, not a measurement.
-
-Run (figures in results/scale_ray.*):
-    nice -n 10 python benchmarks/bench_scale_ray.py --threads 2
+Ray: the same records file scored three ways, each using the benchmark's threads: ``csem score``'s
+steps in one process (load, read, score, write), and ``csem score --engine ray``
+([`csem.engines.ray.score_files`][]) with 1 worker and with 2 workers, on a local Ray cluster started
+first (its start-up timed apart). Records: WMT21 TED MQM en-de then WMT23 DA en-de up to 10,000 rows
+(csem's loaders); student: a MiniLM ref-based student, heads trained on 400 TED segments' MQM scores
+with the encoder frozen. Per setting: wall seconds (median of 2 runs, order alternating), rows/s, the
+overhead per row against one process, and whether every row got the one-process score; an estimate
+(not a measurement) for N machines from the measured rate. ``quick``: 2 judgments; 60 rows, 1 run.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import statistics
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
-from harness import CACHE, fmt, log, machine, markdown_table, parser, setup, write_results
+from benchmarks.suite import CACHE, fmt, log, machine, markdown_table, summeval, threads
 
 
 def records(n: int) -> list[dict]:
@@ -41,18 +36,17 @@ def records(n: int) -> list[dict]:
 
 
 def get_student(train_rows: list[dict], threads: int) -> Path:
-    from csem.model import ModelConfig, TrainConfig, train
+    """A MiniLM ref-based student, heads trained 2 epochs on ``train_rows``' MQM scores (encoder frozen); cached."""
+    import csem
 
     out = CACHE / "scale_ray" / "student_minilm_ref_based_mqm400"
     if (out / "model.safetensors").exists():
         return out
     log(f"training the MiniLM student (heads only, frozen encoder) on {len(train_rows)} TED MQM segments")
     t = time.perf_counter()
-    train(train_rows, "human.mqm", "ref-based", out_dir=out,
-          config=ModelConfig(name="wmt", max_length=64, hidden_sizes=[64]),
-          train_config=TrainConfig(max_epochs=2, frozen_epochs=2, head_lr=1e-3, batch_size=32, seed=0,
-                                   num_threads=threads),
-          judge="WMT21 MQM (human)", rubric="MQM")
+    csem.train(train_rows, "human.mqm", mode="ref-based", out_dir=out, name="wmt", max_length=64,
+               hidden_sizes=[64], max_epochs=2, frozen_epochs=2, head_lr=1e-3, batch_size=32, seed=0,
+               num_threads=threads, judge="WMT21 MQM (human)", rubric="MQM")
     log(f"student trained in {time.perf_counter() - t:.0f} s")
     return out
 
@@ -64,23 +58,48 @@ def read_parts(folder: Path) -> list[dict]:
     return rows
 
 
-def main() -> None:
-    ap = parser(__doc__, out="scale_ray", quick=True)
-    ap.add_argument("--rows", type=int, default=10_000, help="rows in the scored file (default 10,000)")
-    ap.add_argument("--records-per-batch", type=int, default=1024, help="Ray: records per actor call")
-    ap.add_argument("--fixed-rows", type=int, default=8, help="rows of the tiny run that times Ray's fixed cost")
-    ap.add_argument("--repeats", type=int, default=2, help="runs of each setting (median reported; default 2)")
-    args = ap.parse_args()
-    if args.quick:
-        args.rows, args.records_per_batch, args.repeats = 60, 16, 1
-    setup(args)
+def judge_server(n_records: int, n_threads: int) -> dict:
+    """The local judge in process vs through a llama.cpp server on loopback, same records."""
+    from csem.assets import local_judge_gguf
+    from csem.judge import judge_records
+    from csem.llm.server import LlamaServer
+
+    rubric = "geval/summeval-coherence"
+    recs = [r for r in summeval(slice(None, (n_records + 1) // 2)) if r["system_id"] in ("M11", "M23")][:n_records]
+    recs = [{"id": f"{r['doc_id']}/{r['system_id']}", "source": r["source"], "candidate": r["candidate"]} for r in recs]
+    gguf = local_judge_gguf()
+    t = time.perf_counter()
+    inproc, s_in = judge_records(recs, rubric, f"llama-cpp:{gguf}", progress=False, cache=None,
+                                 backend_options={"n_threads": n_threads, "n_ctx": 2048})
+    t_in = time.perf_counter() - t
+    with LlamaServer(gguf, n_ctx=2048, n_threads=n_threads) as srv:
+        t = time.perf_counter()
+        served, s_srv = judge_records(recs, rubric, "openai:qwen2.5-coder-1.5b", progress=False, cache=None,
+                                      backend_options={"base_url": srv.url, "concurrency": 1})
+        t_srv = time.perf_counter() - t
+    col = "judge.coherence"
+    rows = []
+    for a, b in zip(inproc, served):
+        d = None if a[col] is None or b[col] is None else abs(a[col] - b[col])
+        rows.append({"id": a["id"], "in_process": a[col], "server": b[col], "abs_diff": d,
+                     "server_mass": b.get(f"{col}.mass"), "in_process_mass": a.get(f"{col}.mass")})
+    diffs = [r["abs_diff"] for r in rows if r["abs_diff"] is not None]
+    return {"machine": machine(), "judge": f"Qwen2.5-Coder-1.5B-Instruct Q4_K_M ({gguf.name})", "rubric": rubric,
+            "mode": "probs", "threads": n_threads, "records": rows, "max_abs_diff": max(diffs) if diffs else None,
+            "seconds_per_judgment": {"in_process": t_in / len(recs), "server": t_srv / len(recs)},
+            "summaries": {"in_process": s_in.as_dict(), "server": s_srv.as_dict()}}
+
+
+def through_ray(quick: bool) -> dict:
+    """One process vs Ray Data with 1 and 2 workers on the same file."""
+    args = SimpleNamespace(rows=60 if quick else 10_000, records_per_batch=16 if quick else 1024, fixed_rows=8,
+                           repeats=1 if quick else 2, threads=threads())
     import ray
 
+    import csem
+    from csem.data.datasets import load_wmt21_mqm
     from csem.data.records import read_records, write_records
     from csem.engines.ray import score_files
-    from csem.model import EvaluationModel
-    from csem.data.datasets import load_wmt21_mqm
-    from csem.model.scoring import add_columns
 
     work = CACHE / "scale_ray" / f"run_{args.rows}"
     shutil.rmtree(work, ignore_errors=True)
@@ -94,20 +113,21 @@ def main() -> None:
     def one_process(rep: int) -> dict:
         """The steps of `csem score` in this process."""
         t0 = time.perf_counter()
-        m = EvaluationModel.load(student)
+        m = csem.load_metric(student)
         t_load = time.perf_counter() - t0
         recs = read_records(data, required=("candidate", "source", "reference"))
         t1 = time.perf_counter()
-        scores = m.score_columns(recs)
+        pred = m.predict(recs)
+        scores = pred.scores
         t_score = time.perf_counter() - t1
-        write_records(add_columns(recs, scores), work / f"local_{rep}.jsonl")
+        write_records(pred.records, work / f"local_{rep}.jsonl")
         sec = time.perf_counter() - t0
         log(f"[{rep}] one process: {sec:.1f} s ({n / sec:.1f} rows/s; model load {t_load:.1f} s, "
             f"scoring {t_score:.1f} s)")
         return {"seconds": sec, "model_load_s": t_load, "scoring_s": t_score,
                 "scores": dict(zip((r["id"] for r in recs), scores[col]))}
 
-    def through_ray(rep: int, workers: int) -> dict:
+    def ray_run(rep: int, workers: int) -> dict:
         cpus = args.threads / workers
         out = work / f"ray_{workers}_{rep}.jsonl"
         t = time.perf_counter()
@@ -140,11 +160,9 @@ def main() -> None:
         log(f"Ray fixed cost: {args.fixed_rows} rows in {t_fixed:.1f} s")
         for rep in range(args.repeats):  # the order alternates, so a drifting machine load hits every setting
             for k in ((0, 1, 2) if rep % 2 == 0 else (2, 1, 0)):
-                runs.setdefault(names[k], []).append(one_process(rep) if k == 0 else through_ray(rep, k))
+                runs.setdefault(names[k], []).append(one_process(rep) if k == 0 else ray_run(rep, k))
     finally:
         ray.shutdown()
-
-    import statistics
 
     reference = runs[names[0]][0]["scores"]
     settings = []
@@ -166,47 +184,60 @@ def main() -> None:
     per_machine = n / max(best["seconds"] - t_fixed, 1e-9)
     estimate = [{"machines": k, "rows": 10 ** 7, "hours": (t_start + t_fixed + 10 ** 7 / (k * per_machine)) / 3600}
                 for k in (1, 4, 16, 64)]
-    data_out = {"machine": machine(), "rows": n, "records": "WMT21 TED MQM en-de then WMT23 DA en-de (csem loaders)",
-                "student": f"MiniLM (all-MiniLM-L6-v2) ref-based, heads trained 2 epochs on 400 TED MQM segments, "
-                           f"frozen encoder ({student.name})",
-                "records_per_batch": args.records_per_batch, "repeats": args.repeats, "ray_version": ray.__version__,
-                "ray_cluster_start_s": t_start, "ray_fixed_cost_s": t_fixed, "fixed_cost_rows": args.fixed_rows,
-                "settings": settings,
-                "estimate_not_measured": {"assumption": "rate scales linearly with machines like this one running "
-                                                         f"the best setting measured here ({best['setting']}) at "
-                                                         f"its steady rate ({per_machine:.1f} rows/s: rows over wall "
-                                                         "time less Ray's fixed cost per run); cluster start and "
-                                                         "fixed cost paid once",
-                                          "rows_per_s_per_machine": per_machine, "table": estimate}}
-    table = markdown_table(
-        [{**s, "sec": fmt(s["seconds"], 1) + " (" + ", ".join(fmt(x, 1) for x in s["seconds_runs"]) + ")", "rps": fmt(s["rows_per_s"], 1),
-          "ovh": fmt(s["overhead_ms_per_row"], 2), "diff": f"{s['max_abs_diff']:.1e}",
-          "same": "yes" if s["identical"] else f"no (max diff {s['max_abs_diff']:.1e})"} for s in settings],
-        ["setting", "sec", "rps", "ovh", "same"],
-        headers=["setting", "wall s, median (runs)", "rows/s", "overhead ms/row vs one process", "scores identical"])
-    est = markdown_table([{**e, "r": f"{e['rows']:,}", "h": fmt(e["hours"], 2)} for e in estimate], ["machines", "r", "h"],
-                         headers=["machines (like this one)", "rows", "hours (estimate)"])
-    md = ["# Scoring at scale: one process vs Ray Data (bench_scale_ray.py)", "",
-          f"Machine: {machine()}. Ray {ray.__version__}, local cluster of {args.threads} CPUs for the actors, "
-          f"+1 logical CPU for Ray Data's read/write tasks (start-up "
-          f"{t_start:.1f} s, not in the Ray rows). {n:,} rows ({data_out['records']}), JSONL in and out; student: "
-          f"{data_out['student']}. Ray rows include reading, each actor's model load, scoring in batches of "
-          f"{args.records_per_batch} records and writing part files; the one-process row includes the model load "
-          f"({settings[0]['model_load_s']:.1f} s) and reading/writing. Each setting ran {args.repeats} time(s), the "
-          f"order alternating between rounds (one process, 1 worker, 2 workers; then backwards): wall s is the "
-          f"median. Scores are compared with the first one-process run. Overhead per row: (wall - one process's "
-          f"wall) / rows. Ray's fixed cost per run, timed on a {args.fixed_rows}-row file with one worker: "
-          f"{t_fixed:.1f} s.", "", table, "",
-          "## N machines (an estimate, not a measurement)", "",
-          f"Assumes the rate grows linearly with machines like this one, each running the best setting measured "
-          f"here ({best['setting']}) at its steady rate ({per_machine:.1f} rows/s: its rows over its wall time "
-          f"less Ray's fixed cost of {t_fixed:.1f} s), with the cluster start and the fixed cost paid once; real "
-          f"clusters "
-          f"add network reads and writes and scheduling, and lose some rows/s to stragglers.", "", est]
-    j, mdp = write_results(args.out, data_out, md)
-    log(f"wrote {j} and {mdp}")
-    print("\n".join(md))
+    return {"machine": machine(), "rows": n, "threads": args.threads,
+            "records": "WMT21 TED MQM en-de then WMT23 DA en-de (csem loaders)",
+            "student": "MiniLM (all-MiniLM-L6-v2) ref-based, heads trained 2 epochs on 400 TED MQM segments, "
+                       f"frozen encoder ({student.name})",
+            "records_per_batch": args.records_per_batch, "repeats": args.repeats, "ray_version": ray.__version__,
+            "ray_cluster_start_s": t_start, "ray_fixed_cost_s": t_fixed, "fixed_cost_rows": args.fixed_rows,
+            "settings": settings,
+            "estimate_not_measured": {"assumption": "rate scales linearly with machines like this one running "
+                                                    f"the best setting measured here ({best['setting']}) at "
+                                                    f"its steady rate ({per_machine:.1f} rows/s: rows over wall "
+                                                    "time less Ray's fixed cost per run); cluster start and "
+                                                    "fixed cost paid once",
+                                      "rows_per_s_per_machine": per_machine, "table": estimate}}
 
 
-if __name__ == "__main__":
-    main()
+def run(quick: bool = False) -> dict:
+    """The judge server and the Ray comparisons (``quick``: 2 judgments, 60 rows)."""
+    return {"judge_server": judge_server(2 if quick else 6, threads()), "ray": through_ray(quick)}
+
+
+def report(results: dict) -> str:
+    """The Markdown report: the judge server table, then the Ray settings and the N-machine estimate."""
+    md = ["# Scale out"]
+    d = results.get("judge_server")
+    if d:
+        spj = d["seconds_per_judgment"]
+        table = markdown_table(
+            [{**r, "a": fmt(r["in_process"], 4), "b": fmt(r["server"], 4), "d": fmt(r["abs_diff"], 4),
+              "m": fmt(r["server_mass"], 4)} for r in d["records"]], ["id", "a", "b", "d", "m"],
+            headers=["summary", "in process (llama-cpp)", "server (openai: top-20 logprobs)", "abs diff",
+                     "valid mass in server's top-20"])
+        md += ["", "## The judge through an OpenAI-compatible server vs in process", "",
+               f"Machine: {d['machine']}. {d['judge']}, {d['rubric']}, probs mode, {len(d['records'])} SummEval "
+               f"summaries (first documents, systems M11 and M23). In process: {spj['in_process']:.1f} s per judgment; "
+               f"llama.cpp server on loopback (one request at a time): {spj['server']:.1f} s per judgment. Largest "
+               f"score difference: {fmt(d['max_abs_diff'], 4)}.", "", table]
+    d = results.get("ray")
+    if d:
+        settings = d["settings"]
+        table = markdown_table(
+            [{**s, "sec": fmt(s["seconds"], 1) + " (" + ", ".join(fmt(x, 1) for x in s["seconds_runs"]) + ")",
+              "rps": fmt(s["rows_per_s"], 1), "ovh": fmt(s["overhead_ms_per_row"], 2),
+              "same": "yes" if s["identical"] else f"no (max diff {s['max_abs_diff']:.1e})"} for s in settings],
+            ["setting", "sec", "rps", "ovh", "same"],
+            headers=["setting", "wall s, median (runs)", "rows/s", "overhead ms/row vs one process", "scores identical"])
+        est = d["estimate_not_measured"]
+        est_table = markdown_table([{**e, "r": f"{e['rows']:,}", "h": fmt(e["hours"], 2)} for e in est["table"]],
+                                   ["machines", "r", "h"], headers=["machines (like this one)", "rows", "hours (estimate)"])
+        md += ["", "## Scoring: one process vs Ray Data", "",
+               f"Machine: {d['machine']}. Ray {d['ray_version']}, local cluster (start-up {d['ray_cluster_start_s']:.1f} s, "
+               f"not in the Ray rows). {d['rows']:,} rows ({d['records']}), JSONL in and out; student: {d['student']}. "
+               f"Ray rows include reading, each actor's model load, scoring in batches of {d['records_per_batch']} "
+               f"records and writing part files; the one-process row includes the model load and reading/writing. "
+               f"{d['repeats']} run(s) per setting, order alternating; wall s is the median. Ray's fixed cost per run "
+               f"({d['fixed_cost_rows']} rows, one worker): {d['ray_fixed_cost_s']:.1f} s.", "", table, "",
+               "### N machines (an estimate, not a measurement)", "", f"Assumes {est['assumption']}.", "", est_table]
+    return "\n".join(md)

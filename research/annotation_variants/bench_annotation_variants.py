@@ -106,8 +106,7 @@ def main() -> int:
     from csem.judge.comparison import compare_records, preference_scores
     from csem.llm import get_model
     from csem.meta.correlation import correlate
-    from csem.model import ModelConfig, TrainConfig, train
-    from csem.model.preferences import pairs_to_training
+    from csem.model import ModelConfig, TrainConfig, fit
 
     recs = summeval(args.data_dir)
     docs = sorted({r["doc_id"] for r in recs})
@@ -232,12 +231,11 @@ def main() -> int:
             tc = TrainConfig(num_threads=args.threads, seed=seed, max_epochs=args.epochs, frozen_epochs=args.epochs,
                              head_lr=3e-4)
             if name == "comparison":
-                crecs, table = pairs_to_training([r for r in pair_rows if r.get("judge.coherence") is not None],
-                                                 "judge.coherence")
-                m = train(crecs, "judge.coherence", "ref-free", config=cfg, train_config=tc, preferences=table)
+                m = fit([r for r in pair_rows if r.get("judge.coherence") is not None], "judge.coherence",
+                        "ref-free", config=cfg, train_config=tc, pairs=True)
             else:
-                m = train([r for r in rows if r.get("judge.coherence") is not None], "judge.coherence", "ref-free",
-                          config=cfg, train_config=tc, label_range=(1, 5) if name == "stars" else (0, 100))
+                m = fit([r for r in rows if r.get("judge.coherence") is not None], "judge.coherence", "ref-free",
+                        config=cfg, train_config=tc, label_range=(1, 5) if name == "stars" else (0, 100))
             scored = m.score_records(test, name="student", batch_size=32)
             vs_experts.append(corr(scored, "metric.student.coherence"))
             if judge_stars:

@@ -40,7 +40,7 @@ def main() -> int:
     import torch
 
     from csem.data.records import read_records
-    from csem.model import ModelConfig, TrainConfig, train
+    from csem.model import ModelConfig, TrainConfig, fit
     from csem.model.evaluation_model import EvaluationModel
     from csem.pipeline.agreement import agreement_table
     from csem.pipeline.config import SplitConfig
@@ -62,11 +62,11 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="gpu_student_check_"))
     for run, prec, ep, frozen, lr in runs:
         t0 = time.perf_counter()
-        train(tr, COLS, mode="ref-free",
-              config=ModelConfig(encoder=args.encoder, mode="ref-free", hidden_sizes=[256], loss="pairwise"),
-              train_config=TrainConfig(max_epochs=ep, frozen_epochs=frozen, lr=lr, head_lr=3e-4, batch_size=16,
-                                       seed=args.seed, accelerator=args.accelerator, devices=1, precision=prec),
-              label_range={c: (1.0, 5.0) for c in COLS}, out_dir=work / run)
+        fit(tr, COLS, mode="ref-free",
+            config=ModelConfig(encoder=args.encoder, mode="ref-free", hidden_sizes=[256], loss="pairwise"),
+            train_config=TrainConfig(max_epochs=ep, frozen_epochs=frozen, lr=lr, head_lr=3e-4, batch_size=16,
+                                     seed=args.seed, accelerator=args.accelerator, devices=1, precision=prec),
+            label_range={c: (1.0, 5.0) for c in COLS}, out_dir=work / run)
         train_s = time.perf_counter() - t0
         g = EvaluationModel.load(work / run, device=device)
         t0 = time.perf_counter()

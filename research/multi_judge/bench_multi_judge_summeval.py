@@ -138,7 +138,7 @@ def main() -> int:
     if args.quick:  # a smoke run: one seed, one student, one epoch, short inputs, a few documents
         args.seeds, args.epochs, args.max_length = args.seeds.split(",")[0], 1, 64
     from csem.baselines import system_prior
-    from csem.model import ModelConfig, TrainConfig, train
+    from csem.model import ModelConfig, TrainConfig, fit
     from csem.model.labels import ensemble_scores, prepare_labels
 
     # the student recipe: csem's defaults, overridden only by the options given
@@ -247,9 +247,9 @@ def main() -> int:
             continue
         combine = entry["combine"]
         t0 = time.perf_counter()
-        model = train(tr.records, tr.label_cols, "ref-free", config=model_cfg.model_copy(deep=True),
-                      train_config=train_cfg.model_copy(update={"seed": seed}), label_range=tr.label_range,
-                      lower_cache=lower_cache if train_cfg.train_layers else None)
+        model = fit(tr.records, tr.label_cols, "ref-free", config=model_cfg.model_copy(deep=True),
+                    train_config=train_cfg.model_copy(update={"seed": seed}), label_range=tr.label_range,
+                    lower_cache=lower_cache if train_cfg.train_layers else None)
         train_s = time.perf_counter() - t0
         scored = model.score_records(test_recs, name="student", batch_size=32)
         if combine == "heads":

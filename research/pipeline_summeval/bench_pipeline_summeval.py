@@ -31,7 +31,7 @@ from harness import CACHE, doc_ids, doc_slice, log, markdown_table, parser, setu
 
 from csem.collect.sampler import GeneratorSpec, collect_candidates
 from csem.judge import judge_records
-from csem.model import ModelConfig, TrainConfig, train
+from csem.model import ModelConfig, TrainConfig, fit
 
 RUBRICS = {"coherence": "geval/summeval-coherence", "relevance": "geval/summeval-relevance",
            "consistency": "geval/summeval-consistency", "fluency": "geval/summeval-fluency"}
@@ -110,13 +110,13 @@ def main() -> None:
     # frozen encoder (head-only training on cached embeddings, as in bench_student_summeval.py):
     # what a shared 2-core CPU allows; --fine-tune trains the encoder too (paper: lr 1e-5)
     frozen = 0.3 if args.fine_tune else args.epochs
-    model = train(tr, cols, mode="ref-free",
-                  config=ModelConfig(encoder=args.encoder, mode="ref-free", hidden_sizes=[256], loss=args.loss),
-                  train_config=TrainConfig(max_epochs=args.epochs, frozen_epochs=frozen, head_lr=3e-4, batch_size=16,
-                                           patience=4, num_threads=2), dev_records=dv or None,
-                  label_range={c: (1.0, 3.0) if c == "judge.fluency" else (1.0, 5.0) for c in cols},
-                  judge=args.judge, rubric=",".join(rubrics), out_dir=out.parent / ".cache" / "pipeline_summeval_model"
-                  if args.quick else CACHE / "pipeline_summeval_model")
+    model = fit(tr, cols, mode="ref-free",
+                config=ModelConfig(encoder=args.encoder, mode="ref-free", hidden_sizes=[256], loss=args.loss),
+                train_config=TrainConfig(max_epochs=args.epochs, frozen_epochs=frozen, head_lr=3e-4, batch_size=16,
+                                         patience=4, num_threads=2), dev_records=dv or None,
+                label_range={c: (1.0, 3.0) if c == "judge.fluency" else (1.0, 5.0) for c in cols},
+                judge=args.judge, rubric=",".join(rubrics), out_dir=out.parent / ".cache" / "pipeline_summeval_model"
+                if args.quick else CACHE / "pipeline_summeval_model")
     train_s = time.perf_counter() - t0
 
     t0 = time.perf_counter()

@@ -43,7 +43,7 @@ TOKEN = "bench-token"
 def get_student(args) -> tuple[Path, str]:
     if args.student:
         return Path(args.student), f"given: {args.student}"
-    from csem.model import ModelConfig, TrainConfig, train
+    from csem.model import ModelConfig, TrainConfig, fit
 
     out = CACHE / "serve_faults" / "student_minilm_heads"
     origin = "frozen all-MiniLM-L6-v2 with heads trained 2 epochs on GPT-4 ratings of SummEval docs 0-19"
@@ -52,9 +52,9 @@ def get_student(args) -> tuple[Path, str]:
     recs = [r for r in summeval_llm_ratings(args.data_dir, docs="0:20")
             if r.get("judge.coherence") is not None and r.get("judge.relevance") is not None]
     t = time.perf_counter()
-    train(recs, ["judge.coherence", "judge.relevance"], "ref-free", out_dir=out, config=ModelConfig(name="student"),
-          train_config=TrainConfig(max_epochs=2, frozen_epochs=2, batch_size=16, seed=0, precision="32-true",
-                                   num_threads=args.threads, train_layers=0), label_range=(1, 5))
+    fit(recs, ["judge.coherence", "judge.relevance"], "ref-free", out_dir=out, config=ModelConfig(name="student"),
+        train_config=TrainConfig(max_epochs=2, frozen_epochs=2, batch_size=16, seed=0, precision="32-true",
+                                 num_threads=args.threads, train_layers=0), label_range=(1, 5))
     log(f"student trained in {time.perf_counter() - t:.0f} s on {len(recs)} summaries")
     return out, origin
 

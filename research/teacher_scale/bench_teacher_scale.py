@@ -197,13 +197,13 @@ def fit_student(train: list[dict], col: str, seed: int, threads: int, lower_cach
     """The default student (``csem train`` defaults; ``options``: further TrainConfig fields such as
     :data:`CONTRAST`; ``model_options``: ModelConfig fields such as ``architecture``) trained on
     ``train``'s ``col``; returns ``(model, training seconds)``."""
-    from csem.model import ModelConfig, TrainConfig, train as train_model
+    from csem.model import ModelConfig, TrainConfig, fit
 
     t0 = time.perf_counter()
     cfg = ModelConfig(name="student", **(model_options or {}))
     tc = TrainConfig(seed=seed, num_threads=threads, **(options or {}))
-    model = train_model(train, [col], "ref-free", config=cfg, train_config=tc, label_range=(1, 5),
-                        lower_cache=lower_cache)
+    model = fit(train, [col], "ref-free", config=cfg, train_config=tc, label_range=(1, 5),
+                lower_cache=lower_cache)
     return model, time.perf_counter() - t0
 
 

@@ -110,12 +110,12 @@ def row_of(records, col) -> dict:
 
 
 def train_student(train, cols, cfg, tc, dev=None):
-    """``(model, seconds)``: ``csem.model.train`` on 1-5 labels ``cols`` with the recipe's configs."""
-    from csem.model import train as train_model
+    """``(model, seconds)``: ``csem.model.fit`` on 1-5 labels ``cols`` with the recipe's configs."""
+    from csem.model import fit
 
     t0 = time.perf_counter()
-    model = train_model(train, cols, cfg.mode, config=cfg, train_config=tc, dev_records=dev, label_range=(1, 5),
-                        judge="gpt-4-0314 (rts, Shen et al. 2023)" if cols[0].startswith("judge") else "experts")
+    model = fit(train, cols, cfg.mode, config=cfg, train_config=tc, dev_records=dev, label_range=(1, 5),
+                judge="gpt-4-0314 (rts, Shen et al. 2023)" if cols[0].startswith("judge") else "experts")
     return model, time.perf_counter() - t0
 
 

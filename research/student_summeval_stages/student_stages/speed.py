@@ -66,7 +66,7 @@ def stage_speed(b: Bench, train: list[dict], test: list[dict]) -> None:
             (ModelConfig(name="s", encoder=args.encoder), TrainConfig(max_epochs=2)),
     }
     n_steps = 2 if args.quick else args.speed_steps
-    from csem.model import train as train_model
+    from csem.model import fit
     from csem.model.batching import GroupedBatchSampler
 
     for name, (cfg, tc) in variants.items():
@@ -82,7 +82,7 @@ def stage_speed(b: Bench, train: list[dict], test: list[dict]) -> None:
 
         L.Trainer.__init__ = patched
         try:
-            train_model(train, cols, "ref-free", config=cfg, train_config=tc, label_range=(1, 5))
+            fit(train, cols, "ref-free", config=cfg, train_config=tc, label_range=(1, 5))
         finally:
             L.Trainer.__init__ = orig
         if partial or not n_steps:  # whole epochs (--speed-steps 0: also for the whole-encoder variants)

@@ -18,14 +18,19 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from csem.data.columns import Column
-from csem.judge.cache import JudgmentCache
+from csem.errors import InputError
+from csem.judge.cache import JudgmentCache, judgment_key
 from csem.judge.executor import Job, execute, reason_kind
 from csem.judge.scoring import MODES, Judgment, score_probs, score_sample, weighted_score
 from csem.llm import GenerateConfig, Model, ModelAPI, get_model, run_sync
 from csem.rubrics import Rubric, load_rubrics
+
+if TYPE_CHECKING:  # pragma: no cover
+    from csem.judge.batch import BatchOptions
+    from csem.judge.cost import Estimate, Prices
 
 
 @dataclass
@@ -41,6 +46,11 @@ class JudgeSummary:
         prompt_tokens, completion_tokens, evaluated_tokens: totals of the judgments computed now.
         seconds: wall time. fallback: note when ``probs`` fell back to another mode.
         errors: up to 5 distinct backend error messages (API keys redacted by the backend).
+        pending: judgments whose requests wait in a batch job (or were written to a request file);
+        missing ``pending ...``, not failed. batches: per batch job of the run's state folder its
+        id, status and request counts. request_files: the batch request files written.
+        cost_usd: the judgments computed now at the given prices (batch-discounted for a batch job;
+        None without prices).
     """
 
     total: int = 0
@@ -54,6 +64,10 @@ class JudgeSummary:
     seconds: float = 0.0
     fallback: str | None = None
     errors: list[str] = field(default_factory=list)
+    pending: int = 0
+    batches: list[dict] = field(default_factory=list)
+    request_files: list[str] = field(default_factory=list)
+    cost_usd: float | None = None
 
     @property
     def n_missing(self) -> int:
@@ -61,13 +75,18 @@ class JudgeSummary:
 
     def as_dict(self) -> dict:
         return {k: getattr(self, k) for k in ("total", "judged", "cached", "missing", "failed", "prompt_tokens",
-                                               "completion_tokens", "evaluated_tokens", "seconds", "fallback", "errors")}
+                                               "completion_tokens", "evaluated_tokens", "seconds", "fallback", "errors",
+                                               "pending", "batches", "request_files", "cost_usd")}
 
     def __str__(self) -> str:
         s = (f"judged {self.judged}, cached {self.cached}, failed {self.failed}, missing {self.n_missing} of "
              f"{self.total}; "
              f"tokens {self.prompt_tokens} prompt ({self.evaluated_tokens} evaluated) + {self.completion_tokens} "
              f"completion; {self.seconds:.1f} s")
+        if self.cost_usd is not None:
+            s += f"; cost ${self.cost_usd:.4f}"
+        if self.pending:
+            s += f"\npending: {self.pending} in batch jobs ({', '.join(b['id'] or '?' for b in self.batches)})"
         if self.missing:
             s += "\nmissing: " + "; ".join(f"{r} x{n}" for r, n in sorted(self.missing.items(), key=lambda x: -x[1]))
         if self.fallback:
@@ -96,6 +115,61 @@ def _group_order(records: Sequence[Mapping[str, Any]], rubrics: Sequence[Rubric]
                 for a in r.aspect_names:
                     order.append((i, r, a))
     return order
+
+
+def rating_cache_key(backend_id: str, rubric: str | Rubric, record: Mapping[str, Any], aspect: str | None = None, *,
+                     mode: str = "probs", n: int = 20, temperature: float = 1.0, max_tokens: int = 10,
+                     top_p: float = 1.0, top_k: int = 0, seed: int = 0, structured: bool = False) -> str:
+    """The judgment-cache key under which [`judge_records`][csem.judge.judge_records] stores the rating of
+    ``record`` on ``aspect``: the one rule the judge uses (rendered prompt, cache mode, every generation
+    parameter), for reading a cache without loading the model.
+
+    Args:
+        backend_id: the backend's id as the cache stores it (``Model.id``, e.g. ``llama-cpp:<sha256>``).
+        rubric: a rubric or its id (``geval/summeval-coherence``). record: the record to render.
+        aspect: the rubric's aspect (default: its first). mode: ``probs``, ``sample`` or ``parse``;
+            the remaining arguments as [`judge_records`][csem.judge.judge_records] (``structured``: the
+            backend constrains answers to the rubric's JSON schema).
+
+    Returns:
+        The sha256 hex key ([`judgment_key`][csem.judge.judgment_key]).
+
+    Raises:
+        KeyError: the record lacks a field the rubric's prompt needs.
+    """
+    (rub,) = [rubric] if isinstance(rubric, Rubric) else load_rubrics(rubric)
+    aspect = aspect or rub.aspect_names[0]
+    task = RatingTask(n=n, temperature=temperature, max_tokens=max_tokens, top_p=top_p, top_k=top_k, seed=seed,
+                      min_mass=0.0, fallback="parse", structured=structured)
+    job = Job(None, rub.render(record, aspect), (rub, aspect))
+    return judgment_key(backend_id, job.messages, task.cache_mode(mode), task.params(mode, job))
+
+
+def _prepare(records: Iterable[Mapping[str, Any]], rubrics: str | Rubric | Sequence[str | Rubric], *, mode: str,
+             fallback: str, n: int) -> tuple[list[dict], dict[tuple[str, str], Column], list[Job]]:
+    """Check the settings, load the rubrics and render every prompt (bad input fails before any
+    judging, naming record and field): ``(record copies, columns, jobs)``."""
+    if mode not in MODES:
+        raise InputError(f"unknown mode '{mode}'; choose from {MODES}")
+    if fallback not in ("parse", "sample", "none"):
+        raise InputError(f"unknown fallback '{fallback}'; choose parse, sample or none")
+    if n < 1:
+        raise InputError(f"n must be >= 1, got {n}")
+    recs = [dict(r) for r in records]
+    if isinstance(rubrics, (str, Rubric)):
+        rubrics = [rubrics]
+    rubric_list: list[Rubric] = []
+    for r in rubrics:
+        rubric_list.extend([r] if isinstance(r, Rubric) else load_rubrics(r))
+    columns = rubric_columns(rubric_list)
+    jobs: list[Job] = []
+    for i, r, a in _group_order(recs, rubric_list):
+        try:
+            msgs = r.render(recs[i], a)
+        except KeyError as exc:
+            raise InputError(f"record {i + 1} (id {recs[i].get('id')!r}): {exc.args[0]}") from None
+        jobs.append(Job((i, columns[(r.id, a)]), msgs, (r, a)))
+    return recs, columns, jobs
 
 
 class RatingTask:
@@ -164,46 +238,42 @@ async def ajudge_records(
     keep_raw: bool = True,
     max_consecutive_failures: int = 3,
     backend_options: Mapping[str, Any] | None = None,
+    batch: "BatchOptions | None" = None,
+    prices: "Prices | None" = None,
 ) -> tuple[list[dict], JudgeSummary]:
     """Async core of :func:`judge_records` (same arguments and result)."""
-    if mode not in MODES:
-        raise ValueError(f"unknown mode '{mode}'; choose from {MODES}")
-    if fallback not in ("parse", "sample", "none"):
-        raise ValueError(f"unknown fallback '{fallback}'; choose parse, sample or none")
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
     t_start = time.perf_counter()
-    recs = [dict(r) for r in records]
-    if isinstance(rubrics, (str, Rubric)):
-        rubrics = [rubrics]
-    rubric_list: list[Rubric] = []
-    for r in rubrics:
-        rubric_list.extend([r] if isinstance(r, Rubric) else load_rubrics(r))
-    columns = rubric_columns(rubric_list)
-
-    # render every prompt first: bad input fails before any judging, naming record and field
-    jobs: list[Job] = []
-    for i, r, a in _group_order(recs, rubric_list):
-        try:
-            msgs = r.render(recs[i], a)
-        except KeyError as exc:
-            raise ValueError(f"record {i + 1} (id {recs[i].get('id')!r}): {exc.args[0]}") from None
-        jobs.append(Job((i, columns[(r.id, a)]), msgs, (r, a)))
-
+    recs, columns, jobs = _prepare(records, rubrics, mode=mode, fallback=fallback, n=n)
+    if batch is not None and isinstance(judge, str) and judge.partition(":")[0].strip().lower() != "openai":
+        raise InputError(f"batch jobs need an OpenAI-compatible judge (openai:MODEL, Azure OpenAI), not '{judge}'")
     backend = get_model(judge, max_consecutive_failures=max_consecutive_failures, **dict(backend_options or {}))
     task = RatingTask(n=n, temperature=temperature, max_tokens=max_tokens, top_p=top_p, top_k=top_k, seed=seed,
                       min_mass=min_mass, fallback=fallback,
                       structured="response_format" in (getattr(backend.api, "features", None) or ()))
     own_cache = not isinstance(cache, JudgmentCache)
     store = cache if isinstance(cache, JudgmentCache) else JudgmentCache(cache)
+    run = None
     try:
-        results, tally = await execute(jobs, task, backend, store, mode=mode, progress=progress, label="judging")
+        if batch is None:
+            results, tally = await execute(jobs, task, backend, store, mode=mode, progress=progress, label="judging")
+        else:  # the same executor; the requests travel as batch jobs (csem.judge.batch)
+            from csem.judge.batch import BatchRun
+
+            run = BatchRun(batch, progress=progress)
+            results, tally = await run.execute(jobs, task, backend, store, mode=mode)
     finally:
         if own_cache:
             store.close()
     summary = JudgeSummary(total=tally.total, judged=tally.judged, cached=tally.cached, failed=tally.failed,
                            prompt_tokens=tally.prompt_tokens, completion_tokens=tally.completion_tokens,
-                           evaluated_tokens=tally.evaluated_tokens, fallback=tally.fallback, errors=tally.errors)
+                           evaluated_tokens=tally.evaluated_tokens, fallback=tally.fallback, errors=tally.errors,
+                           pending=tally.deferred)
+    if run is not None:
+        summary.batches = run.state.summary() if run.state is not None else []
+        summary.request_files = [str(p) for p in run.written]
+    if prices is not None:
+        summary.cost_usd = prices.cost(tally.prompt_tokens, tally.completion_tokens,
+                                       batch=batch is not None and batch.request_file is None)
 
     order = list(columns.values())
     by_record: dict[int, list[Column]] = {}
@@ -250,6 +320,8 @@ def judge_records(
     keep_raw: bool = True,
     max_consecutive_failures: int = 3,
     backend_options: Mapping[str, Any] | None = None,
+    batch: "BatchOptions | None" = None,
+    prices: "Prices | None" = None,
 ) -> tuple[list[dict], JudgeSummary]:
     """Judge every record on every aspect of every rubric.
 
@@ -269,6 +341,10 @@ def judge_records(
         max_consecutive_failures: after this many transient backend failures in a row the rest
             is not attempted (recorded as missing ``not attempted: backend unavailable``).
         backend_options: keyword options for the backend when ``judge`` is a URI.
+        batch: send the requests as batch jobs of an OpenAI-compatible judge, or write them to a
+            request file, or read their results from result files
+            ([`csem.judge.batch.BatchOptions`][]; the same prompts, requests, parsing and cache).
+        prices: the judge's prices ([`csem.judge.cost.Prices`][]): the summary's ``cost_usd``.
 
     Returns:
         ``(records, summary)``: copies of the input records in input order, each with
@@ -285,4 +361,50 @@ def judge_records(
                                    max_tokens=max_tokens, top_p=top_p, top_k=top_k, seed=seed, min_mass=min_mass,
                                    fallback=fallback, cache=cache, progress=progress, keep_raw=keep_raw,
                                    max_consecutive_failures=max_consecutive_failures,
-                                   backend_options=backend_options))
+                                   backend_options=backend_options, batch=batch, prices=prices))
+
+
+def estimate_records(
+    records: Iterable[Mapping[str, Any]],
+    rubrics: str | Rubric | Sequence[str | Rubric],
+    judge: str | ModelAPI | Model,
+    *,
+    mode: str = "probs",
+    n: int = 20,
+    temperature: float = 1.0,
+    max_tokens: int = 10,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    seed: int = 0,
+    cache: str | Path | JudgmentCache | None = None,
+    backend_options: Mapping[str, Any] | None = None,
+    prices: "Prices | None" = None,
+) -> "Estimate":
+    """A dry run of [`judge_records`][csem.judge.judge_records] with the same arguments: render every
+    prompt, look each judgment up in the cache, count the prompt tokens of the rest with the judge's
+    own tokenizer and price them; no request is sent.
+
+    Returns:
+        The [`csem.judge.cost.Estimate`][] (judgments, cached, to send, prompt and completion
+        tokens, the tokenizer used, the cost synchronously and as a batch job when ``prices`` are given).
+
+    Raises:
+        as [`judge_records`][csem.judge.judge_records] for bad input.
+    """
+    from csem.judge.cost import estimate
+    from csem.judge.executor import uncached
+
+    _, _, jobs = _prepare(records, rubrics, mode=mode, fallback="parse", n=n)
+    backend = get_model(judge, **dict(backend_options or {}))
+    task = RatingTask(n=n, temperature=temperature, max_tokens=max_tokens, top_p=top_p, top_k=top_k, seed=seed,
+                      min_mass=0.0, fallback="parse",
+                      structured="response_format" in (getattr(backend.api, "features", None) or ()))
+    own_cache = not isinstance(cache, JudgmentCache)
+    store = cache if isinstance(cache, JudgmentCache) else JudgmentCache(cache)
+    try:
+        todo = uncached(jobs, task, backend, store, mode=mode)
+    finally:
+        if own_cache:
+            store.close()
+    return estimate([j.messages for j in todo], judgments=len(jobs), api=backend.api, mode=mode, n=n,
+                    max_tokens=max_tokens, prices=prices)
