@@ -18,8 +18,14 @@ once:
   the remaining jobs are missing ``not attempted: backend unavailable``;
 * **errors**: any other backend error makes the job missing ``backend error: <message>`` and counts
   it as failed (the run is partial); up to 5 distinct messages are kept;
-* **counts**: one :class:`Tally` (judged now, cached, failed, tokens) from which both summaries
-  are written.
+* **deferred**: a transport that answers later (a batch job, :mod:`csem.judge.batch`) raises
+  :class:`Deferred` for a request it has taken; the job is missing with that reason, counted in
+  :attr:`Tally.deferred`, never cached, and answered by a later pass over the same jobs;
+* **counts**: one :class:`Tally` (judged now, cached, failed, deferred, tokens) from which both
+  summaries are written.
+
+While a job is computed, :data:`REQUEST_KEY` holds its cache key, so a transport below the provider
+(the batch transport) can name the request after the judgment it belongs to.
 
 Concurrency is the model wrapper's alone (:class:`csem.llm.Model`: at most ``concurrency``
 requests in flight, served in submission order); the executor adds no semaphore of its own, so it
@@ -28,6 +34,7 @@ submits the jobs in the order given (rating groups them by source for prefix reu
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Protocol, Sequence
 
@@ -35,6 +42,15 @@ from csem.judge.cache import JudgmentCache, judgment_key
 from csem.judge.scoring import Judgment
 from csem.llm import (NOT_ATTEMPTED, BackendAuthError, BackendError, BackendUnavailable, LogprobsUnsupported, Model,
                       gather_all)
+
+
+#: the cache key of the judgment being computed (None outside :func:`execute`)
+REQUEST_KEY: ContextVar[str | None] = ContextVar("csem_request_key", default=None)
+
+
+class Deferred(BackendError):
+    """A transport took the request and answers it later (a batch job); the message says where the
+    request is (``pending in batch ...``, ``written to ...``). Never retried by the wrapper, never cached."""
 
 
 @dataclass
@@ -86,13 +102,15 @@ class JudgingTask(Protocol):
 class Tally:
     """What :func:`execute` did: ``total`` jobs = ``judged`` (the backend answered now, with or
     without a readable score) + ``cached`` + ``failed`` (no answer: any backend error or not
-    attempted; never cached); token totals of the judgments computed now; ``fallback``: a note when
+    attempted; never cached) + ``deferred`` (taken by a batch transport, answered later); token
+    totals of the judgments computed now; ``fallback``: a note when
     ``probs`` fell back to another mode; ``errors``: up to 5 distinct backend error messages."""
 
     total: int = 0
     judged: int = 0
     cached: int = 0
     failed: int = 0
+    deferred: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     evaluated_tokens: int = 0
@@ -145,7 +163,7 @@ async def execute(jobs: Sequence[Job], task: JudgingTask, model: Model, store: J
 
     async def run(job: Job) -> None:
         j: Judgment | None = None
-        failed = False
+        failed = deferred = False
         for _attempt in range(2):  # a second pass only after a probs -> fallback switch
             m = state["mode"]
             cmode = task.cache_mode(m)
@@ -154,10 +172,14 @@ async def execute(jobs: Sequence[Job], task: JudgingTask, model: Model, store: J
             if row is not None:
                 j = task.from_cache(row, m)
                 break
+            REQUEST_KEY.set(key)  # this job's own task context: read by a batch transport
             try:
                 j, probs = await task.compute(model, job, m)
-            except BackendUnavailable:  # the wrapper gave up on the backend: not attempted
-                j, failed = Judgment(score=None, missing=NOT_ATTEMPTED, mode=m, transient=True), True
+            except Deferred as exc:  # a batch transport took the request: answered by a later pass
+                j, deferred = Judgment(score=None, missing=str(exc), mode=m, transient=True), True
+                break
+            except BackendUnavailable as exc:  # the wrapper gave up on the backend: not attempted (and why)
+                j, failed = Judgment(score=None, missing=str(exc) or NOT_ATTEMPTED, mode=m, transient=True), True
                 break
             except BackendAuthError:  # every other request would be refused too: stop the run at once
                 raise
@@ -181,6 +203,8 @@ async def execute(jobs: Sequence[Job], task: JudgingTask, model: Model, store: J
         results[job.key] = j
         if j.cached:
             tally.cached += 1
+        elif deferred:
+            tally.deferred += 1
         elif failed:
             tally.failed += 1
         else:
@@ -199,6 +223,14 @@ async def execute(jobs: Sequence[Job], task: JudgingTask, model: Model, store: J
         if bar is not None:
             bar.stop()
     return results, tally
+
+
+def uncached(jobs: Sequence[Job], task: JudgingTask, model: Model, store: JudgmentCache, *,
+             mode: str) -> list[Job]:
+    """The jobs that :func:`execute` would send in ``mode`` (those not in the cache), in order; nothing
+    is sent. A dry run prices these (:mod:`csem.judge.cost`)."""
+    cmode = task.cache_mode(mode)
+    return [job for job in jobs if store.get(judgment_key(model.id, job.messages, cmode, task.params(mode, job))) is None]
 
 
 def reason_kind(reason: str | None) -> str:

@@ -72,8 +72,9 @@ async def score_probs(backend: Model, messages: Messages, scale: Sequence[int], 
     dist = await backend.score_distribution(messages, list(scale))
     dt = time.perf_counter() - t0
     score, mass, reason = weighted_score(dist.probs, min_mass=min_mass)
-    return Judgment(score=score, missing=reason, raw=dist.top, mass=mass, probs=dict(dist.probs), mode="probs",
-                    prompt_tokens=dist.prompt_tokens, evaluated_tokens=dist.evaluated_tokens, latency_s=dt)
+    return Judgment(score=score, missing=reason, raw=kept_raw(dist.top), mass=mass, probs=dict(dist.probs), mode="probs",
+                    prompt_tokens=dist.prompt_tokens, completion_tokens=dist.completion_tokens,
+                    evaluated_tokens=dist.evaluated_tokens, latency_s=dt)
 
 
 async def score_sample(backend: Model, messages: Messages, scale: tuple[int, int], config: GenerateConfig,

@@ -70,6 +70,7 @@ class ScoreDistribution:
         prompt_tokens: prompt length in tokens; evaluated_tokens: tokens actually computed for this
             request (smaller than ``prompt_tokens`` when a cached prefix was reused; -1 if unknown).
         top: the most probable next token's text (kept as the judgment's raw output).
+        completion_tokens: tokens the provider billed as generated (its ``usage``; 0 in process).
     """
 
     probs: dict[int, float]
@@ -77,6 +78,7 @@ class ScoreDistribution:
     prompt_tokens: int = 0
     evaluated_tokens: int = -1
     top: str | None = None
+    completion_tokens: int = 0
 
 
 @dataclass

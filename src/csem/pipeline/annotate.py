@@ -8,11 +8,29 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from csem.data.columns import format_column
 from csem.data.jsonio import write_json
 from csem.data.records import read_records, write_records
+from csem.errors import InputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from csem.judge.batch import BatchOptions
+    from csem.judge.cost import Prices
+
+
+def repeatability_path(labelled: str | Path) -> Path:
+    """The sidecar ``<labelled>.repeatability.json`` that [`annotate_file`][csem.pipeline.annotate.annotate_file]
+    writes with ``repeatability`` > 0 (the judge's repeatability, [`csem.judge.repeat`][])."""
+    labelled = Path(labelled)
+    return labelled.with_name(labelled.name + ".repeatability.json")
+
+
+def read_repeatability(labelled: str | Path) -> dict | None:
+    """The judge's repeatability written beside a labelled file, or None without one."""
+    p = repeatability_path(labelled)
+    return json.loads(p.read_text(encoding="utf-8")) if p.exists() else None
 
 
 def provenance_path(labelled: str | Path) -> Path:
@@ -43,7 +61,9 @@ def read_provenance(labelled: str | Path) -> dict | None:
 def annotate_file(candidates: str | Path | Sequence[Mapping], out: str | Path, *, rubrics: Sequence[str], judge: str = "local",
                   mode: str = "probs", n: int = 20, temperature: float = 1.0, cache: str | Path | None = None,
                   columns: Mapping[str, str] | None = None, progress: bool = True,
-                  backend_options: Mapping | None = None) -> dict:
+                  backend_options: Mapping | None = None, repeatability: float = 0.0,
+                  repeat_rubrics: Sequence[str] | None = None, repeat_seed: int = 0,
+                  batch: "BatchOptions | None" = None, prices: "Prices | None" = None) -> dict:
     """Judge every candidate of ``candidates`` on every rubric aspect and write ``out``.
 
     Args:
@@ -53,9 +73,24 @@ def annotate_file(candidates: str | Path | Sequence[Mapping], out: str | Path, *
             missing), ``judge.<aspect>.missing`` (reason), ``judge.<aspect>.mass``, ``judge.<aspect>.raw``.
         rubrics, judge, mode, n, temperature: as :func:`csem.judge.judge_records`.
         cache: SQLite judgment cache; default ``<out>.judge_cache.sqlite`` beside the output.
+        repeatability: share of the sources (0-1) whose candidates the judge scores a second time under a
+            second rendering of each rubric (its paraphrase; in ``sample`` mode a second set of samples;
+            or ``repeat_rubrics``, one second rubric file per rubric), into ``judge.<aspect>.repeat``, a side
+            field that is never a training label ([`csem.judge.repeat`][]); 0: none. repeat_seed: the draw
+            of those sources.
+        batch: send the requests as batch jobs ([`csem.judge.batch.BatchOptions`][]; the state folder
+            defaults to ``<out>.batch``), write them to a request file, or read result files. While
+            requests are pending (or only written), ``out`` is not written: the summary's ``pending``
+            and ``batches`` say what waits, and the same call collects it later.
+        prices: the judge's prices ([`csem.judge.cost.Prices`][]): ``cost_usd`` in the summary and
+            the provenance.
 
     Returns:
-        The judge summary as a dict (total, judged, cached, missing by reason, tokens, seconds).
+        The judge summary as a dict (total, judged, cached, missing by reason, tokens, seconds; with
+        ``repeatability`` also ``repeat``: the second pass's judged, cached, failed and seconds, its
+        failures counted in ``failed``). With ``repeatability`` it writes ``<out>.repeatability.json``
+        ([`read_repeatability`][csem.pipeline.annotate.read_repeatability]): the sources drawn and, per
+        judge column, the repeatability ``r`` (summary and dataset level, 95% interval) and ``sqrt(r)``.
         Beside ``out`` it writes ``<out>.judge.json`` (:func:`read_provenance`): judge, mode and each
         label column's rubric and declared scale, which ``csem train`` uses as the label range and
         for the metric card.
@@ -71,18 +106,59 @@ def annotate_file(candidates: str | Path | Sequence[Mapping], out: str | Path, *
     out = Path(out)
     recs = read_records(candidates, columns=columns) if isinstance(candidates, (str, Path)) else list(candidates)
     if not recs:
-        raise ValueError(f"{candidates if isinstance(candidates, (str, Path)) else 'candidates'}: "
+        raise InputError(f"{candidates if isinstance(candidates, (str, Path)) else 'candidates'}: "
                          "no records to annotate (the file is empty)")
     loaded = load_rubrics(list(rubrics))
     cache = cache if cache is not None else out.with_name(out.name + ".judge_cache.sqlite")
+    if repeatability:  # a bad second rendering (no paraphrase, mismatched files) fails before any judging
+        from csem.judge.repeat import repeat_sources, second_rendering
+
+        second_rendering(loaded, mode, repeat_rubrics)
+        repeat_sources(recs, repeatability, repeat_seed)
+    if batch is not None and batch.state_dir is None and not batch.offline:
+        from dataclasses import replace
+
+        batch = replace(batch, state_dir=out.with_name(out.name + ".batch"))
     labelled, summary = judge_records(recs, loaded, judge, mode=mode, n=n, temperature=temperature,
-                                      cache=cache, progress=progress, backend_options=backend_options)
+                                      cache=cache, progress=progress, backend_options=backend_options,
+                                      batch=batch, prices=prices)
+    if summary.pending or summary.request_files:  # the output is written when the results are in
+        return summary.as_dict()
+    repeat = None
+    if repeatability:
+        from csem.judge.repeat import judge_again
+
+        labelled, repeat = judge_again(labelled, loaded, judge, share=repeatability, seed=repeat_seed,
+                                       repeat_rubrics=repeat_rubrics, mode=mode, n=n, temperature=temperature,
+                                       cache=cache, progress=progress, backend_options=backend_options)
     write_records(labelled, out)
     by_id = {r.id: r for r in loaded}
     cols = {str(c): {"rubric": rid, "aspect": a, "scale": [by_id[rid].scale.min, by_id[rid].scale.max]}
             for (rid, a), c in rubric_columns(loaded).items()}
-    write_json(provenance_path(out), {"judge": judge, "mode": mode, "rubrics": list(rubrics), "columns": cols})
-    return summary.as_dict()
+    write_json(provenance_path(out), {"judge": judge, "mode": mode, "rubrics": list(rubrics), "columns": cols,
+                                      **_usage(summary, batch, prices)})
+    result = summary.as_dict()
+    if repeat is not None:
+        write_json(repeatability_path(out), repeat)
+        j = repeat["judge"]
+        result["repeat"] = {k: j[k] for k in ("total", "judged", "cached", "failed", "seconds")}
+        result["failed"] += j["failed"]
+        result["errors"] = result["errors"] + [e for e in j.get("errors", []) if e not in result["errors"]]
+    else:
+        repeatability_path(out).unlink(missing_ok=True)
+    return result
+
+
+def _usage(summary: Any, batch: Any, prices: Any) -> dict:
+    """The provenance's record of what the run cost: the provider's token counts of the judgments
+    made now, the cost at ``prices``, and the batch jobs (ids, status, request counts)."""
+    out: dict = {"usage": {"prompt_tokens": summary.prompt_tokens, "completion_tokens": summary.completion_tokens,
+                           "judged": summary.judged, "cached": summary.cached},
+                 "cost_usd": summary.cost_usd, "prices": prices.model_dump() if prices is not None else None}
+    if batch is not None:
+        out["batch"] = {"state": str(batch.state_dir) if batch.state_dir else None, "batches": summary.batches,
+                        "result_files": [str(p) for p in batch.result_files]}
+    return out
 
 
 def compare_file(candidates: str | Path | Sequence[Mapping], out: str | Path, *, rubrics: Sequence[str], judge: str = "local",

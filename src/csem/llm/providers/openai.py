@@ -72,6 +72,8 @@ class OpenAIBackend:
                            else not (self.azure or host == "openai.com" or host.endswith(".openai.com")))
         self.id = f"openai:{model}@{where.rstrip('/')}"
         self._loop_client: dict[int, tuple] = {}  # id(loop) -> (loop, client, closer)
+        # set by a batch job (csem.judge.batch.BatchTransport): answers each request body instead of the server
+        self.transport: Any = None
 
     async def _client(self) -> Any:
         """The client of the running event loop (made on first use in each loop). An httpx-based
@@ -108,6 +110,8 @@ class OpenAIBackend:
         """
         import openai
 
+        if self.transport is not None:  # a batch job: the same request body, answered from its results
+            return await self.transport(self, kwargs)
         client = await self._client()
         try:
             raw = await client.chat.completions.with_raw_response.create(model=self.model, **kwargs)
@@ -185,6 +189,7 @@ class OpenAIBackend:
         usage = getattr(resp, "usage", None)
         return ScoreDistribution(probs=probs, mass=float(sum(probs.values())),
                                  prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0, evaluated_tokens=-1,
+                                 completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
                                  top=choice.message.content if choice.message is not None else None)
 
     def _response_format(self, schema: dict) -> dict:
