@@ -1,5 +1,5 @@
 """The public Python API: one function per stage, as ``csem.judge(...)``, ``csem.train(...)``,
-``csem.load_metric(path).score(records)``.
+``csem.load_metric(path).predict(records)``.
 
 Thin functions over the object API underneath (:mod:`csem.judge`, :mod:`csem.pipeline.annotate`,
 :mod:`csem.model.fit`, :mod:`csem.apply`, :mod:`csem.meta`); each imports what it needs when
@@ -11,7 +11,7 @@ human-judgment dataset (:func:`csem.data.datasets.dataset_names`, e.g. ``"summev
     >>> labelled, summary = csem.judge("cands.jsonl", "geval/summeval-coherence", "local")  # doctest: +SKIP
     >>> csem.annotate("cands.jsonl", "csem/summ-coherence-ref-free", "local", out="labelled.jsonl")  # doctest: +SKIP
     >>> model = csem.train("labelled.jsonl", "judge.coherence", out_dir="my-metric")  # doctest: +SKIP
-    >>> result = csem.load_metric("my-metric").score(new_records)  # doctest: +SKIP
+    >>> result = csem.load_metric("my-metric").predict(new_records)  # doctest: +SKIP
     >>> result.scores["metric.csem.coherence"], result.system_score, result.hash  # doctest: +SKIP
     >>> table = csem.evaluate("summeval", humans=["human.coherence"])  # doctest: +SKIP
     >>> chosen = csem.rerank(nbest, ["my-metric"]).chosen  # doctest: +SKIP
@@ -19,7 +19,6 @@ human-judgment dataset (:func:`csem.data.datasets.dataset_names`, e.g. ``"summev
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -36,7 +35,8 @@ def read_data(data: Any, *, columns: Mapping[str, str] | None = None, required: 
     """Records from ``data``: a list of dicts (copied), a records file, or a dataset name.
 
     Args:
-        data: records, a path (JSONL, CSV/TSV, Parquet; read by :func:`csem.data.records.read_records`)
+        data: records, a path (JSONL, CSV/TSV, Parquet; read by [`csem.data.records.read_records`][]),
+            a file shipped with csem (``package:new.jsonl``: [`csem.data.records.package_path`][])
             or a dataset name (:func:`csem.data.datasets.load_dataset`, its documented columns).
         columns: ``{field: column}`` for a file whose columns have other names.
         required, numeric: as :func:`csem.data.records.read_records` (files only).
@@ -46,7 +46,9 @@ def read_data(data: Any, *, columns: Mapping[str, str] | None = None, required: 
         csem.data.records.RecordError: a malformed file (names file, line and field).
     """
     if isinstance(data, (str, Path)):
-        path = Path(data).expanduser()
+        from csem.data.records import package_path
+
+        path = package_path(data).expanduser()
         if path.exists():
             from csem.data.records import read_records
 
@@ -176,98 +178,27 @@ def train(data: Any, label_col: str | Sequence[str], *, out_dir: str | Path | No
                dev_where=str(dev) if isinstance(dev, (str, Path)) else "dev data")
 
 
-@dataclass
-class MetricScores:
-    """What :meth:`LearnedMetric.score` returns.
-
-    Attributes:
-        scores: ``{metric.<name>.<aspect>: one score per record}``, in input order; a head's score
-            is on its label scale (not clipped), a multi-judge ensemble aspect's on [0, 1].
-        system_score: per column, the mean of its scores over the records (COMET's system score),
-            None when no record has one.
-        hash: the settings hash (after bert_score's): what produced these numbers
-            (:func:`csem.model.card.settings_hash`); equal hashes, equal scores.
-        records: copies of the input records with the score columns added.
-    """
-
-    scores: dict[str, list[float | None]]
-    system_score: dict[str, float | None]
-    hash: str
-    records: list[dict] = field(default_factory=list)
-
-
-class LearnedMetric:
-    """A trained student, loaded once (:func:`load_metric`); scores through the student's one
-    scoring path (:class:`csem.apply.metrics.StudentMetric`, :mod:`csem.model.scoring`).
-
-    Attributes:
-        metric: the underlying :class:`csem.apply.metrics.StudentMetric` (what
-            :func:`csem.apply.rerank`, MRT and the server use). model: the
-            :class:`csem.model.EvaluationModel`. columns: the score columns. hash: the settings hash.
-    """
-
-    def __init__(self, metric: Any):
-        self.metric = metric
-        self.model = metric.model
-        self.columns = list(metric.columns)
-        self._hash: str | None = None
-
-    @property
-    def hash(self) -> str:
-        """The settings hash (:func:`csem.model.card.settings_hash`), computed once."""
-        if self._hash is None:
-            from csem.model.card import settings_hash
-
-            self._hash = settings_hash(self.model, self.metric.aspects, precision=self.metric.precision)
-        return self._hash
-
-    def score(self, data: Any) -> MetricScores:
-        """Score records (or a file, or a dataset name): per-record scores, the system-level score
-        (mean over records) and the settings hash.
-
-        Raises:
-            ValueError: a source or reference the model's mode needs is missing or empty (names the
-                record and field).
-        """
-        records = read_data(data)
-        cols = self.metric.score(records)
-        system = {}
-        for c, vs in cols.items():
-            xs = [float(v) for v in vs if v is not None]
-            system[c] = sum(xs) / len(xs) if xs else None
-        from csem.model.scoring import add_columns
-
-        return MetricScores(scores=dict(cols), system_score=system, hash=self.hash, records=add_columns(records, cols))
-
-    def __repr__(self) -> str:
-        return f"LearnedMetric({self.metric.name!r}, columns={self.columns})"
-
-
-def load_metric(path: str | Path, *, aspects: Sequence[str] | None = None, batch_size: int = 64,
-                precision: str = "auto") -> LearnedMetric:
-    """Load a trained student (a model folder, ``DIR#coherence+relevance`` for some heads), as
-    COMET's ``load_from_checkpoint``.
+def load_metric(path: str | Path, *, device: str = "cpu") -> "EvaluationModel":
+    """Load a trained student (a model folder), as COMET's ``load_from_checkpoint``: the same kind
+    of object [`train`][csem.api.train] returns. Score with its one method,
+    [`EvaluationModel.predict`][csem.model.EvaluationModel.predict] (records, a records file or
+    a dataset name in; a [`csem.model.Prediction`][] with per-record scores, the system-level score
+    and the settings hash out).
 
     Args:
-        path: the model folder written by :func:`train` or ``csem train``.
-        aspects: output aspects to score (default: each ensemble aspect of a multi-judge student,
-            every other head).
-        batch_size: records per forward pass. precision: ``auto`` | ``fp32`` | ``bf16`` | ``fp16``.
+        path: the model folder written by [`train`][csem.api.train] or ``csem train``.
+        device: where to load it (``cpu``, ``cuda`` ...).
 
     Returns:
-        A :class:`LearnedMetric`; ``.score(records)`` gives a :class:`MetricScores`.
+        The loaded [`csem.model.EvaluationModel`][].
 
     Raises:
-        csem.model.ModelFolderError: not a model folder. ValueError: an aspect the model does not score.
+        csem.model.ModelFolderError: not a model folder (a ``DIR#aspect`` suffix is not one:
+            name aspects with ``predict(records, aspects=[...])``).
     """
-    from csem.apply.metrics import StudentMetric
+    from csem.model import EvaluationModel
 
-    text = str(path)
-    folder, _, heads = text.partition("#")
-    if heads and aspects is None:
-        aspects = [a for a in heads.split("+") if a]
-    return LearnedMetric(StudentMetric(Path(folder).expanduser(), aspects, batch_size=batch_size,
-                                       precision=precision))
+    return EvaluationModel.load(Path(path).expanduser(), device=device)
 
 
 def evaluate(data: Any, metrics: Sequence[str] | None = None, humans: Sequence[str] | None = None, *,
@@ -281,15 +212,20 @@ def evaluate(data: Any, metrics: Sequence[str] | None = None, humans: Sequence[s
         data: records with ``human.<aspect>`` and score columns (a file, records or a dataset name).
         metrics: score columns (default: every ``metric.*`` and ``judge.*`` column present).
         humans: human columns (default: every ``human.*`` column present).
-        levels: ``summary`` | ``system`` | ``dataset``. methods: ``spearman`` | ``kendall`` (tau-b)
-            | ``kendall_c`` | ``pearson``. bootstrap: document resamples for the CIs (0: none).
+        levels: ``summary`` | ``system`` | ``dataset``. A level the records cannot support is
+            skipped with a warning that names the missing field ([`supported_levels`][csem.api.supported_levels]):
+            ``system`` without a ``system_id`` in every record, ``summary`` without a ``doc_id`` shared
+            by two or more records.
+        methods: ``spearman`` | ``kendall`` (tau-b) | ``kendall_c`` | ``pearson``.
+        bootstrap: document resamples for the CIs (0: none).
 
     Returns:
-        The long table of :func:`csem.meta.evaluate` (one row per column, aspect, level, method,
-        with ``value`` in [-1, 1] and its bootstrap interval).
+        The long table of [`csem.meta.evaluate`][] (one row per column, aspect, level, method,
+        with ``value`` in [-1, 1] and its bootstrap interval); without rows when no requested level
+        is supported.
 
     Raises:
-        ValueError: nothing to correlate; as :func:`csem.meta.evaluate` otherwise.
+        ValueError: nothing to correlate; an unknown level or method; as [`csem.meta.evaluate`][] otherwise.
     """
     from csem.data.columns import score_columns
     from csem.meta import evaluate as meta_evaluate
@@ -300,7 +236,42 @@ def evaluate(data: Any, metrics: Sequence[str] | None = None, humans: Sequence[s
     humans = list(humans) if humans else score_columns(records, ("human",))
     if not metrics or not humans:
         raise ValueError(f"nothing to correlate: score columns {metrics}, human columns {humans}")
-    return meta_evaluate(records, metrics, humans, levels=levels, methods=methods, bootstrap=bootstrap, seed=seed)
+    return meta_evaluate(records, metrics, humans, levels=supported_levels(records, levels), methods=methods,
+                         bootstrap=bootstrap, seed=seed)
+
+
+def supported_levels(records: Sequence[Mapping[str, Any]], levels: Sequence[str]) -> list[str]:
+    """The ``levels`` the records can support; each other one is dropped with a warning naming the
+    field it lacks.
+
+    ``system`` needs a ``system_id`` in every record (per-system means); ``summary`` needs a
+    ``doc_id`` shared by at least two records (it correlates within each document, so without one
+    every value would be NaN); ``dataset`` (pooled) needs nothing.
+
+    Raises:
+        ValueError: an unknown level name.
+    """
+    import warnings
+
+    from csem.meta.correlation import level_name
+
+    out = []
+    for level in (level_name(lv) for lv in levels):
+        if level == "system" and any(r.get("system_id") is None for r in records):
+            n = sum(r.get("system_id") is None for r in records)
+            warnings.warn(f"system level skipped: {n} of {len(records)} records have no 'system_id' (the system "
+                          "level correlates per-system means)", stacklevel=3)
+            continue
+        if level == "summary":
+            docs = [r.get("doc_id") for r in records if r.get("doc_id") is not None]
+            if len(docs) == len(set(docs)):
+                why = "no record has a 'doc_id'" if not docs else "no 'doc_id' is shared by two or more records"
+                warnings.warn(f"summary level skipped: {why} (the summary level correlates the candidates of "
+                              "each document)", stacklevel=3)
+                continue
+        if level not in out:
+            out.append(level)
+    return out
 
 
 def rerank(data: Any, metrics: Any, *, weights: Any = None, normalize: str = "none") -> "RerankResult":
@@ -310,8 +281,9 @@ def rerank(data: Any, metrics: Any, *, weights: Any = None, normalize: str = "no
     Args:
         data: N-best lists: records, a file or a dataset name.
         metrics: metric specifications (a student folder ``DIR[#aspect]``, ``judge:RUBRIC@URI``, a
-            baseline such as ``chrf``; a comma list or a list), loaded metrics, or
-            :class:`LearnedMetric` objects.
+            baseline such as ``chrf``; a comma list or a list), loaded metrics, or students
+            loaded by [`load_metric`][csem.api.load_metric] or trained by [`train`][csem.api.train]
+            (scored through their ``predict``).
         weights: one per score column (a list or ``"w1,w2"``), or ``{column: w}`` (others 0);
             default 1 each (:func:`csem.apply.reranking.parse_weights`).
         normalize: ``none`` | ``zscore`` (per source and column, before weighting).
@@ -328,10 +300,8 @@ def rerank(data: Any, metrics: Any, *, weights: Any = None, normalize: str = "no
     if isinstance(metrics, str):
         loaded = load_metrics(metrics)
     else:
-        items = [metrics] if isinstance(metrics, LearnedMetric) or not isinstance(metrics, Sequence) else metrics
-        loaded = load_metrics([m.metric if isinstance(m, LearnedMetric) else m for m in items])
+        loaded = load_metrics(list(metrics) if isinstance(metrics, Sequence) else [metrics])
     return apply_rerank(read_data(data), loaded, weights=weights, normalize=normalize)
 
 
-__all__ = ["LearnedMetric", "MetricScores", "annotate", "evaluate", "judge", "load_metric", "read_data",
-           "rerank", "train"]
+__all__ = ["annotate", "evaluate", "judge", "load_metric", "read_data", "rerank", "supported_levels", "train"]

@@ -1,12 +1,13 @@
 """One shape for every metric the apply layer uses: a learned student, the LLM judge, a baseline.
 
-A :class:`Metric` is loaded once and then scores many batches of records; its result is keyed by
-score column (``metric.<name>.<aspect>``, ``judge.<aspect>``, ``metric.<baseline>``), one value
-per record in input order (``None`` where the metric gave no score, e.g. an unparseable judge
-answer). This is the shape of COMET's ``estimate()`` that ``comet-mbr`` reuses: the model stays
-in memory and reranking, MBR, MRT rewards, the TRL reward and the server all call ``score``.
+A [`Metric`][csem.apply.metrics.Metric] is loaded once and then scores many batches of records;
+its result is keyed by score column (``metric.<name>.<aspect>``, ``judge.<aspect>``,
+``metric.<baseline>``), one value per record in input order (``None`` where the metric gave no
+score, e.g. an unparseable judge answer): the ``scores`` of a student's
+[`csem.model.prediction.Prediction`][]. Reranking, MBR, MRT rewards, the TRL reward and the server
+call ``score``; for a student that is [`csem.model.EvaluationModel.predict`][], the one scoring method.
 
-Metric specifications (CLI ``--metric`` and :func:`load_metric`):
+Metric specifications (CLI ``--metric`` and [`load_metric`][csem.apply.metrics.load_metric]):
 
 =====================================  =============================================================
 ``DIR``                                a student folder written by ``csem train`` (every head)
@@ -23,6 +24,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+
 
 Scores = dict[str, list["float | None"]]
 
@@ -47,23 +49,25 @@ class Metric(Protocol):
 
 
 class StudentMetric:
-    """A trained evaluation model (:class:`csem.model.EvaluationModel`), loaded once, scored through
-    the student's one scoring path (:mod:`csem.model.scoring`).
+    """A trained evaluation model ([`csem.model.EvaluationModel`][]) as a [`Metric`][csem.apply.metrics.Metric]:
+    a thin wrapper over [`EvaluationModel.predict`][csem.model.EvaluationModel.predict], the one
+    scoring method, with the aspects, name and settings fixed once.
 
     Args:
-        model: the model folder or a loaded :class:`EvaluationModel`.
-        aspects: output aspects to keep (default: :attr:`EvaluationModel.default_aspects`: each
+        model: the model folder or a loaded [`csem.model.EvaluationModel`][].
+        aspects: output aspects to keep (default: [`csem.model.scoring.default_aspects`][]: each
             ensemble aspect of a multi-judge student, every other head), e.g. ``["coherence"]`` or
             a single judge's head ``["coherence@gpt-4"]``.
-        batch_size, precision: passed to :meth:`EvaluationModel.score`.
+        batch_size, precision: passed to ``predict``.
         name: metric name in the columns (default: the model's ``config.name``).
         degenerate: ``floor`` (an empty, whitespace or NUL-containing candidate scores each
-            scale's minimum) | ``error`` (raises :class:`csem.model.scoring.DegenerateTextError`).
+            scale's minimum) | ``error`` (raises [`csem.model.scoring.DegenerateTextError`][]).
 
     Attributes:
         scales: column -> its scale ``(min, max)`` (the label range in the metric card; ``(0, 1)``
             for an ensemble aspect). fingerprint: sha256 of the model's config and weights
-            (:func:`csem.model.scoring.model_fingerprint`), computed on first use.
+            ([`csem.model.scoring.model_fingerprint`][]), computed on first use. last: the last
+            [`csem.model.prediction.Prediction`][] (std, hash).
 
     Raises:
         csem.model.ModelFolderError: the folder is not a model folder.
@@ -90,6 +94,7 @@ class StudentMetric:
         self.needs_reference = bool(NEEDS_REFERENCE[self.mode])
         self.needs_source = bool(NEEDS_SOURCE[self.mode])
         self.batch_size, self.precision, self.degenerate = batch_size, precision, degenerate
+        self.last = None
         self._lock = threading.Lock()  # one model, several threads (the server): one call at a time
 
     @property
@@ -98,15 +103,18 @@ class StudentMetric:
 
         return model_fingerprint(self.model)
 
-    def score(self, records: Sequence[Mapping[str, Any]]) -> Scores:
-        """``{column: one float per record}`` (input order); see :class:`StudentMetric` for degenerate
-        candidates. Raises ValueError for a missing/empty source or reference the mode needs."""
-        if not records:
-            return {c: [] for c in self.columns}
+    def predict(self, records: Sequence[Mapping[str, Any]]) -> Any:
+        """[`EvaluationModel.predict`][csem.model.EvaluationModel.predict] with this metric's settings."""
         with self._lock:
-            return self.model.score_columns(records, aspects=self.aspects, name=self.metric_name,
-                                            batch_size=self.batch_size, precision=self.precision,
-                                            degenerate=self.degenerate)
+            self.last = self.model.predict(records, aspects=self.aspects, name=self.metric_name,
+                                           batch_size=self.batch_size, precision=self.precision,
+                                           degenerate=self.degenerate)
+            return self.last
+
+    def score(self, records: Sequence[Mapping[str, Any]]) -> Scores:
+        """``{column: one float per record}`` (input order): the prediction's ``scores``. Raises as
+        ``predict`` (ValueError for a missing/empty source or reference the mode needs)."""
+        return dict(self.predict(records).scores)
 
 
 class JudgeMetric:
@@ -186,8 +194,10 @@ class BaselineMetric:
         return {self.columns[0]: [float(v) for v in values]}
 
 
-def load_metric(spec: str | Metric, *, judge_cache: str | Path | None = None, **options: Any) -> Metric:
-    """Load a metric from its specification (see the module docstring); a :class:`Metric` passes through.
+def load_metric(spec: Any, *, judge_cache: str | Path | None = None, **options: Any) -> Metric:
+    """Load a metric from its specification (see the module docstring); a loaded
+    [`csem.model.EvaluationModel`][] (what [`csem.load_metric`][] and [`csem.train`][] return)
+    becomes a [`StudentMetric`][csem.apply.metrics.StudentMetric]; a [`Metric`][csem.apply.metrics.Metric] passes through.
 
     Args:
         spec: ``DIR[#aspect+aspect]`` | ``judge:RUBRIC[+RUBRIC]@URI`` | a baseline name.
@@ -198,9 +208,11 @@ def load_metric(spec: str | Metric, *, judge_cache: str | Path | None = None, **
     Raises:
         ValueError: an unknown name, a malformed judge spec, or a folder that is not a model.
     """
-    if not isinstance(spec, str):
-        return spec
-    spec = spec.strip()
+    if not isinstance(spec, (str, Path)):
+        from csem.model import EvaluationModel
+
+        return StudentMetric(spec, **options) if isinstance(spec, EvaluationModel) else spec
+    spec = str(spec).strip()
     if spec.startswith("judge:"):
         body = spec[len("judge:"):]
         if "@" not in body:

@@ -260,6 +260,29 @@ def normalize_record(
     return rec
 
 
+#: the example and sample files shipped in csem, named ``package:NAME`` (pipeline files, quick-start data)
+PACKAGE_FILES = Path(__file__).resolve().parents[1] / "pipeline" / "examples"
+
+
+def package_path(path: str | Path) -> Path:
+    """``package:NAME`` -> the file ``NAME`` shipped with csem (:data:`PACKAGE_FILES`, e.g.
+    ``package:quickstart/test.jsonl``); any other path unchanged.
+
+    Raises:
+        FileNotFoundError: no shipped file of that name (the message lists the shipped ones).
+    """
+    text = str(path)
+    if not text.startswith("package:"):
+        return Path(path)
+    name = text.split(":", 1)[1]
+    parts = name.replace("\\", "/").split("/")
+    if not name or any(p in ("", ".", "..") for p in parts) or not (PACKAGE_FILES / name).is_file():
+        shipped = sorted(p.relative_to(PACKAGE_FILES).as_posix() for p in PACKAGE_FILES.rglob("*")
+                         if p.is_file() and p.suffix in (".jsonl", ".yaml"))
+        raise FileNotFoundError(f"{text}: no such file shipped with csem (shipped: {', '.join(shipped)})")
+    return PACKAGE_FILES.joinpath(*parts)
+
+
 def read_records(
     path: str | Path,
     *,
@@ -271,7 +294,8 @@ def read_records(
     """Read a JSONL/CSV/TSV/Parquet file into csem records.
 
     Args:
-        path: input file; the format comes from the suffix unless ``fmt`` is given.
+        path: input file (or ``package:NAME``, a file shipped with csem: :func:`package_path`); the
+            format comes from the suffix unless ``fmt`` is given.
         columns: ``{csem_field: user_column}`` mapping (``--source-col`` etc. on the CLI).
         required: fields every row must have (default: ``source`` and ``candidate``).
         numeric: further columns that must hold numbers or be empty (score columns always must).
@@ -285,7 +309,7 @@ def read_records(
             field, a NUL byte in a text, a score that is not a number, duplicate ``id``; the message
             names the file, line and field.
     """
-    path = Path(path)
+    path = package_path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file")
     if path.is_dir():

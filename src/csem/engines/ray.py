@@ -4,9 +4,9 @@ Two callable classes for :meth:`ray.data.Dataset.map_batches`, each a thin stage
 code path, so a score or a judgment is the one ``csem score`` / ``csem annotate`` would give:
 
 * :class:`RayScorer`: loads a student once per actor (:meth:`csem.model.EvaluationModel.load`)
-  and scores each batch of records with the student's one scoring path
-  (:meth:`~csem.model.EvaluationModel.score_columns`, what ``csem score`` calls); out come the
-  same ``metric.<name>.<aspect>`` (and ``.std``) columns.
+  and scores each batch of records with the student's one scoring method
+  ([`csem.model.EvaluationModel.predict`][], what ``csem score`` calls); out come the same
+  ``metric.<name>.<aspect>`` (and ``.std``) columns.
 * :class:`RayJudge`: judges each batch with :func:`csem.judge.judge_records` over any judge URI
   (typically ``openai:MODEL`` with ``base_url`` pointing at a vLLM or llama.cpp OpenAI-compatible
   server) and its SQLite cache: the cache keys are ``csem annotate``'s, so a re-run, or a later
@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
+
 
 try:
     import ray
@@ -166,8 +167,8 @@ class RayScorer:
     def __call__(self, batch: pa.Table) -> pa.Table:
         records = to_records(batch, where=self.where, columns=self.columns, required=self.required)
         table = to_table(records, batch.schema)
-        scores = self.model.score_columns(records, name=self.name, **self.options)
-        for col, values in scores.items():
+        pred = self.model.predict(records, name=self.name, **self.options)
+        for col, values in pred.written().items():
             table = table.append_column(col, pa.array(values, type=pa.float64()))
         return table
 
@@ -298,7 +299,7 @@ def score_files(model: str | Path, data: str | Path, out: str | Path, *, workers
     check_input(data)
     model = Path(model)
     probe = EvaluationModel.load(model)  # a bad folder fails here, once, not in every actor
-    columns = list(probe.score_columns([], name=scorer.get("name")).keys())
+    columns = probe.predict([], name=scorer.get("name")).columns
     del probe
     started = ensure_ray(num_cpus=max(float(os.cpu_count() or 1), workers * cpus_per_worker + 1))
     data_log = logging.getLogger("ray.data")  # its error report of a bad record is csem's one line here

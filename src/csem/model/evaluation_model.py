@@ -12,8 +12,8 @@ Folder layout::
     metric_card.json    provenance and validation figures (see csem.model.card)
     metric_card.md      the same, for people
 
-Functional API: :func:`score` (records in, one :class:`ScoreResult` per record out);
-object API: :class:`EvaluationModel`.
+Scoring: [`EvaluationModel.predict`][csem.model.EvaluationModel.predict] (records in, a
+[`csem.model.prediction.Prediction`][] out), the one scoring method.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import torch
 from csem.data.jsonio import write_json
 from csem.model.card import write_card
 from csem.model.config import ModelConfig
-from csem.model.inference import ScoreResult
+from csem.model.prediction import Prediction
 
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"
@@ -45,7 +45,7 @@ class EvaluationModel:
         module: the :class:`csem.model.module.EvaluationModule` (a torch module); of a seed ensemble,
             its first member.
         members: every member module (``[module]`` for one student); scores are their mean
-            (:func:`csem.model.scoring.score_results`).
+            ([`EvaluationModel.predict`][csem.model.EvaluationModel.predict]).
         config: the :class:`ModelConfig` (``members`` = ``len(members)``); card: the metric card
             dict (empty if none).
     """
@@ -201,47 +201,61 @@ class EvaluationModel:
 
         return default_aspects(self)
 
-    def score(self, records: Sequence[Mapping[str, Any]], batch_size: int = 64, mc_dropout: int = 0,
-              precision: str = "auto", share_encodings: bool = True, *, aspects: Sequence[str] | None = None,
-              degenerate: str = "floor") -> list[ScoreResult]:
-        """Score records: one :class:`ScoreResult` (id, aspect -> score) per record, in input order,
-        for every output aspect (heads on their label scale, ensemble aspects on [0, 1]); an empty,
-        whitespace or NUL-containing candidate gets each scale's minimum (``degenerate="error"``:
-        :class:`csem.model.scoring.DegenerateTextError`).
+    @property
+    def shared_layers(self) -> int | None:
+        """How much of the encoder the members of a seed ensemble share (``None`` for one student),
+        found once by comparing their weights ([`csem.model.inference.shared_depth`][]): ``-1`` the
+        whole encoder, ``k`` > 0 the embedding layer and layers ``0..k-1``, computed once per text
+        when scoring."""
+        if not hasattr(self, "_shared_layers"):
+            from csem.model.inference import shared_depth
 
-        The one scoring path: :func:`csem.model.scoring.score_results` (arguments and errors there).
+            self._shared_layers = shared_depth(self.members)
+        return self._shared_layers
+
+    def predict(self, records: Any, *, aspects: Sequence[str] | None = None, batch_size: int = 64,
+                mc_dropout: int = 0, precision: str = "auto", name: str | None = None,
+                degenerate: str = "floor", share_encodings: bool = True) -> Prediction:
+        """Score records: the one scoring method, which every consumer calls (COMET's ``predict``).
+
+        Args:
+            records: dicts with ``candidate`` and the texts the model's mode needs (``source``,
+                ``reference``: one or a list); ``id`` keys the results (records without one are keyed
+                by position; ids need not be unique, but [`Prediction.by_id`][csem.model.prediction.Prediction.by_id]
+                needs them to be). A records file (JSONL, CSV/TSV, Parquet), a ``package:NAME``
+                sample file or a dataset name is read with [`csem.read_data`][].
+            aspects: output aspects to score (default: every one: each head, on its label scale,
+                and each multi-judge ensemble aspect, on [0, 1]).
+            batch_size: most sequences per encoder call (length-bucketed).
+            mc_dropout: MC-dropout samples of the heads (0 = off); adds ``std``.
+            precision: ``auto`` | ``fp32`` | ``bf16`` | ``fp16`` ([`csem.model.inference.resolve_precision`][]).
+            name: metric name in the columns (default ``config.name``).
+            degenerate: ``floor``: an empty, whitespace-only or NUL-containing candidate gets each
+                scale's minimum (std 0) without reaching the encoder | ``error``: it raises.
+            share_encodings: False re-encodes every record's texts (the naive scorer, for benchmarks).
+
+        Returns:
+            A [`Prediction`][csem.model.prediction.Prediction]: columns ``metric.<name>.<aspect>``,
+            one score per record in input order (the order of the records never changes a score),
+            ``std`` (seed-ensemble members' deviation, or MC dropout), system scores, settings hash.
+
+        Raises:
+            csem.model.scoring.DegenerateTextError: ``degenerate="error"`` and a degenerate candidate.
+            ValueError: an aspect the model does not score; unknown ``degenerate`` or precision; a
+                source or reference the mode needs is missing, empty or holds a NUL character (names
+                the record and field).
         """
-        from csem.model.scoring import score_results
+        from csem.model.scoring import predict
 
-        return score_results(self, records, aspects=aspects, degenerate=degenerate, batch_size=batch_size,
-                             mc_dropout=mc_dropout, precision=precision, share_encodings=share_encodings)
+        if isinstance(records, (str, Path)):
+            from csem.api import read_data
 
-    def score_columns(self, records: Sequence[Mapping[str, Any]], *, aspects: Sequence[str] | None = None,
-                      name: str | None = None, **kwargs: Any) -> dict[str, list[float | None]]:
-        """``{metric.<name>.<aspect>: one score per record}`` (:func:`csem.model.scoring.score_columns`)."""
-        from csem.model.scoring import score_columns
-
-        return score_columns(self, records, aspects=aspects, name=name, **kwargs)
-
-    def score_records(self, records: Sequence[Mapping[str, Any]], name: str | None = None,
-                      **kwargs: Any) -> list[dict]:
-        """Copies of ``records`` with ``metric.<name>.<aspect>`` columns for every output aspect (and
-        ``...<aspect>.std`` with MC dropout); ``name`` defaults to the model's ``config.name``. Other
-        columns are kept. Keyword arguments: :meth:`score`'s."""
-        from csem.model.scoring import add_columns
-
-        return add_columns(records, self.score_columns(records, name=name, **kwargs))
+            records = read_data(records)
+        return predict(self, records, aspects=aspects, name=name, batch_size=batch_size, mc_dropout=mc_dropout,
+                       precision=precision, share_encodings=share_encodings, degenerate=degenerate)
 
 
 def _member_prefix(i: int, members: int) -> str:
     """The weight-name prefix of member ``i`` in ``model.safetensors`` (none for one student)."""
     return f"members.{i}." if members > 1 else ""
 
-
-def score(records: Sequence[Mapping[str, Any]], model: str | Path | EvaluationModel, **kwargs: Any) -> list[ScoreResult]:
-    """Functional API: score ``records`` with a model folder (or a loaded :class:`EvaluationModel`).
-
-    Keyword arguments go to :meth:`EvaluationModel.score`.
-    """
-    m = model if isinstance(model, EvaluationModel) else EvaluationModel.load(model)
-    return m.score(records, **kwargs)

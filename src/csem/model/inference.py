@@ -15,27 +15,12 @@ standard deviation of the ``N`` samples, on the rating's scale.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import torch
+from torch import Tensor
 
-from csem.model.batching import BatchBuilder
-
-
-@dataclass(frozen=True)
-class ScoreResult:
-    """Scores of one record.
-
-    Attributes:
-        id: the record's id.
-        scores: aspect -> score on the aspect's rating scale (e.g. 1-5; not clipped).
-        std: aspect -> MC-dropout standard deviation (same scale), or None without MC dropout.
-    """
-
-    id: str
-    scores: dict[str, float]
-    std: dict[str, float] | None = None
+from csem.model.batching import Batch, BatchBuilder
 
 
 def cpu_supports_bf16() -> bool:
@@ -78,8 +63,45 @@ def resolve_precision(precision: str, device: torch.device) -> torch.dtype | Non
     return None
 
 
-def predict(
-    module: Any,
+def shared_depth(members: Sequence[Any]) -> int | None:
+    """How much of the encoder every member of a seed ensemble shares, found by comparing weights.
+
+    Returns:
+        None when the members share nothing the scorer can reuse (one member, or different
+        embedding layers, or an encoder that cannot be split); ``-1`` when the whole encoder is
+        identical (embed once, heads per member); else ``k`` > 0: the embedding layer and the
+        encoder layers ``0..k-1`` are identical (the default student trains only the top layers
+        over frozen lower ones), so their token states are computed once per text and each
+        member runs only its layers ``k..L-1``.
+    """
+    if len(members) < 2:
+        return None
+    encoders = [m.encoder for m in members]
+    states = [e.state_dict() for e in encoders]
+    if all(_same(states[0], s, states[0]) for s in states[1:]):
+        return -1
+    first = encoders[0]
+    if first.n_layers == 0 or getattr(first, "mix", None) is not None:
+        return None
+
+    by_id = {id(p): n for n, p in first.named_parameters()}
+    seen: set[str] = set()
+    depth = None
+    for k in range(0, first.n_layers):  # the embedding layer (k = 0), then one layer more each step
+        keys = [by_id[id(p)] for p in first.lower_parameters(k) if by_id[id(p)] not in seen]
+        if not all(_same(states[0], s, keys) for s in states[1:]):
+            break
+        seen.update(keys)
+        depth = k
+    return depth or None
+
+
+def _same(a: Mapping[str, Tensor], b: Mapping[str, Tensor], keys: Any) -> bool:
+    return all(k in b and a[k].shape == b[k].shape and torch.equal(a[k], b[k]) for k in keys)
+
+
+def head_scores(
+    members: Sequence[Any],
     records: Sequence[Mapping[str, Any]],
     *,
     batch_size: int = 64,
@@ -88,69 +110,85 @@ def predict(
     share_encodings: bool = True,
     records_per_block: int = 4096,
     device: torch.device | str | None = None,
-) -> list[ScoreResult]:
-    """Score ``records`` with ``module``; one :class:`ScoreResult` per record, in input order.
+    shared: int | None = None,
+) -> tuple[Tensor, Tensor | None]:
+    """The one batching loop: every member's head scores of ``records``, on each head's scale.
+
+    Records are taken in blocks of ``records_per_block``; each block's distinct texts are pooled,
+    tokenised once and length-bucketed (:class:`csem.model.batching.BatchBuilder`), and run under
+    ``torch.inference_mode`` (and autocast, see :func:`resolve_precision`). A seed ensemble whose
+    members share lower encoder layers (``shared``, from :func:`shared_depth`) computes them once
+    per text and runs only each member's top layers and heads.
 
     Args:
-        module: an :class:`EvaluationModule` (its config decides mode and aspects).
-        records: csem records with the texts the mode needs.
-        batch_size: most sequences per encoder call (length-bucketed).
-        mc_dropout: number of MC-dropout samples of the heads (0 = off).
-        precision: see :func:`resolve_precision`.
-        share_encodings: False re-encodes each record's texts (the naive scorer; for benchmarks).
-        records_per_block: records whose distinct texts are pooled at once (bounds memory).
-        device: where to run (default: the module's device).
+        members: [`csem.model.module.EvaluationModule`][] objects of one config (one for a single
+            student). records: records already checked (texts the mode needs present).
+        batch_size: most sequences per encoder call. mc_dropout: MC-dropout samples of the heads
+            (0 = off). precision: see :func:`resolve_precision`. share_encodings: False re-encodes
+            every record's texts (the naive scorer). records_per_block: records pooled at once
+            (bounds memory). device: where to run (default: the first member's device).
+        shared: the shared depth (:func:`shared_depth`); None runs each member whole.
 
-    Raises:
-        ValueError: a record lacks a text the mode needs (names the record id).
+    Returns:
+        ``(mean, std)``: ``[M, N, A]`` float tensors on the CPU (members, records in input order,
+        heads in config order); ``std`` is the MC-dropout deviation or None without MC dropout.
     """
-    cfg = module.config
-    dev = torch.device(device) if device is not None else next(module.parameters()).device
-    module.to(dev)
-    module.eval()
+    first = members[0]
+    cfg = first.config
+    dev = torch.device(device) if device is not None else next(first.parameters()).device
+    for m in members:
+        m.to(dev)
+        m.eval()
     dtype = resolve_precision(precision, dev)
-    builder = BatchBuilder(module.encoder, cfg.mode, cfg.max_length, None, share=share_encodings,
+    gate = any(getattr(m, "gate", None) is not None and m.gate.is_fitted for m in members)
+    builder = BatchBuilder(first.encoder, cfg.mode, cfg.max_length, None, share=share_encodings,
                            chunk_size=batch_size, architecture=cfg.architecture,
                            source_max_length=cfg.source_max_length, overlap=cfg.overlap_features and cfg.feature_set,
-                           gate=getattr(module, "gate", None) is not None and module.gate.is_fitted)
-    aspects = cfg.aspects
-    results: list[ScoreResult] = []
+                           gate=gate)
     autocast = torch.autocast(dev.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
+    means, stds = [], []
     for start in range(0, len(records), records_per_block):
-        block = records[start:start + records_per_block]
-        _check_texts(block, cfg.mode)
-        batch = builder(block).to(dev)
+        batch = builder(records[start:start + records_per_block]).to(dev)
         with torch.inference_mode(), autocast:
-            emb = module.embed(batch)
-            if mc_dropout > 0:
-                for head in module.heads.values():
-                    head.train()
-                samples = []
-                for _ in range(mc_dropout):
-                    norm, _ = module.aggregate(module.head_outputs(emb, batch).float(), batch.pair_counts)
-                    samples.append(module.denormalise(norm))
-                module.heads.eval()
-                stack = torch.stack(samples)
-                mean, std = stack.mean(0).cpu(), stack.std(0, unbiased=True).cpu() if mc_dropout > 1 \
-                    else torch.zeros_like(stack[0]).cpu()
-            else:
-                norm, _ = module.aggregate(module.head_outputs(emb, batch).float(), batch.pair_counts)
-                mean, std = module.denormalise(norm).cpu(), None
-        for i, rid in enumerate(batch.ids):
-            results.append(ScoreResult(
-                id=rid, scores={a: float(mean[i, k]) for k, a in enumerate(aspects)},
-                std={a: float(std[i, k]) for k, a in enumerate(aspects)} if std is not None else None))
-    return results
+            outs = [_heads(m, emb, batch, mc_dropout) for m, emb in zip(members, _embed(members, batch, shared))]
+        means.append(torch.stack([o[0] for o in outs]))
+        if mc_dropout > 0:
+            stds.append(torch.stack([o[1] for o in outs]))
+    if not means:
+        empty = torch.zeros((len(members), 0, len(cfg.aspects)))
+        return empty, (empty.clone() if mc_dropout > 0 else None)
+    return torch.cat(means, dim=1), (torch.cat(stds, dim=1) if mc_dropout > 0 else None)
 
 
-def _check_texts(records: Sequence[Mapping[str, Any]], mode: str) -> None:
-    from csem.data.records import references_of
-    from csem.model.features import NEEDS_REFERENCE, NEEDS_SOURCE
+def _embed(members: Sequence[Any], batch: Batch, shared: int | None) -> list[Tensor]:
+    """Each member's pooled embeddings ``[n_texts, d]`` of the batch's pool (see :func:`head_scores`)."""
+    if shared is None:
+        return [m.embed(batch) for m in members]
+    if shared == -1:
+        return [members[0].embed(batch)] * len(members)
+    outs: list[list[Tensor]] = [[] for _ in members]
+    for chunk in batch.chunks:
+        mask = chunk["attention_mask"]
+        hidden = members[0].encoder.lower(chunk["input_ids"], mask, shared)
+        for out, m in zip(outs, members):
+            out.append(m.encoder.upper(hidden, mask, shared).float())
+    return [torch.cat(o, dim=0) for o in outs]
 
-    for r in records:
-        if not isinstance(r.get("candidate"), str):
-            raise ValueError(f"record '{r.get('id')}': no candidate text")
-        if NEEDS_SOURCE[mode] and not isinstance(r.get("source"), str):
-            raise ValueError(f"record '{r.get('id')}': mode '{mode}' needs a source")
-        if NEEDS_REFERENCE[mode] and not references_of(r):
-            raise ValueError(f"record '{r.get('id')}': mode '{mode}' needs a reference")
+
+def _heads(module: Any, emb: Tensor, batch: Batch, mc_dropout: int) -> tuple[Tensor, Tensor | None]:
+    """One member's per-record head scores ``[B, A]`` on each head's scale (and MC-dropout std)."""
+    if mc_dropout <= 0:
+        norm, _ = module.aggregate(module.head_outputs(emb, batch).float(), batch.pair_counts)
+        return module.denormalise(norm).float().cpu(), None
+    for head in module.heads.values():
+        head.train()
+    try:
+        samples = []
+        for _ in range(mc_dropout):
+            norm, _ = module.aggregate(module.head_outputs(emb, batch).float(), batch.pair_counts)
+            samples.append(module.denormalise(norm).float())
+    finally:
+        module.heads.eval()
+    stack = torch.stack(samples)
+    std = stack.std(0, unbiased=True) if mc_dropout > 1 else torch.zeros_like(stack[0])
+    return stack.mean(0).cpu(), std.cpu()

@@ -1,33 +1,37 @@
-"""The one scoring path of a trained student: records in, keyed scores of every output aspect out.
+"""The one scoring path of a trained student: records in, a keyed [`Prediction`][csem.model.prediction.Prediction] out.
 
-Every consumer of a student goes through here: ``csem score`` (:meth:`EvaluationModel.score_records`),
-the apply layer's :class:`csem.apply.metrics.StudentMetric` (reranking, MBR, MRT rewards, the TRL
-reward, ``csem serve``) and the functional :func:`csem.model.score`. The model is loaded once and
-scores many batches; results are keyed by record (the shape of COMET's ``estimate()`` that
-``comet-mbr`` reuses), so neither the order of the records nor the batch they arrive in changes a
-score.
+[`csem.model.EvaluationModel.predict`][] is its entry, and every consumer of a student calls it:
+``csem score``, ``csem serve``, ``csem rerank`` and MBR (through
+[`csem.apply.metrics.StudentMetric`][]), MRT rewards, the TRL reward, the Ray engine and
+[`csem.load_metric`][]. The model is loaded once and scores many batches; results are keyed by
+record (the shape of COMET's ``predict()`` that ``comet-mbr`` reuses), so neither the order of the
+records nor the batch they arrive in changes a score. Inputs are checked once
+([`check_inputs`][csem.model.scoring.check_inputs]) and batched once
+([`csem.model.inference.head_scores`][]).
 
-Output aspects (:func:`output_aspects`):
+Output aspects ([`output_aspects`][csem.model.scoring.output_aspects]):
 
 * the heads (``config.aspects``), each on its label scale ``[min, max]`` from the metric card;
 * for a student trained on several judges with one head per judge (``csem train --combine heads``),
   the ensemble aspects recorded in the card (``labels.ensembles``): the mean of the aspect's heads,
-  each first mapped to [0, 1] by its scale (:func:`csem.model.labels.ensemble_value`), so an
+  each first mapped to [0, 1] by its scale ([`csem.model.labels.ensemble_value`][]), so an
   ensemble aspect is on [0, 1].
 
-:func:`default_aspects` are what a consumer scores when it names no aspect: every ensemble aspect
+[`default_aspects`][csem.model.scoring.default_aspects] are what a consumer scores when it names no aspect: every ensemble aspect
 (in place of its heads) and every head outside an ensemble. ``csem score`` writes every output aspect.
 
 A seed ensemble (``ModelConfig.members`` > 1: several students trained alike with different seeds,
-shipped as one model folder) scores each record with every member and gives the mean of their head
-scores (:func:`member_mean`); everything else (floors, aspects, columns) is as for one student.
+shipped as one model folder) scores each record with every member and gives the mean of their
+scores, and their standard deviation as ``std``; members that share their lower encoder layers
+(the default student trains only the top layers) compute those once per text. Everything else
+(floors, aspects, columns) is as for one student.
 
-Degenerate candidates (:func:`degenerate_reason`: empty, whitespace only, or containing a NUL
+Degenerate candidates ([`degenerate_reason`][csem.model.scoring.degenerate_reason]: empty, whitespace only, or containing a NUL
 character, the texts csem's file readers reject) are never passed to the encoder. With
 ``degenerate="floor"`` (the default) they get the minimum of each aspect's scale (the label range
 in the metric card; 0 for an ensemble aspect) and a standard deviation of 0: a reward function can
 never be paid for an empty completion. With ``degenerate="error"`` they raise
-:class:`DegenerateTextError` (a ``ValueError`` naming the record and field) for callers that can
+[`DegenerateTextError`][csem.model.scoring.DegenerateTextError] (a ``ValueError`` naming the record and field) for callers that can
 report an error instead (``csem serve`` answers 422). A missing or empty source or reference that
 the model's mode needs is always an error.
 
@@ -37,11 +41,10 @@ not on the label scale, so its floor (the scale minimum) need not lie below ever
 
 from __future__ import annotations
 
-import math
 from typing import Any, Mapping, Sequence
 
 from csem.data.columns import metric_column
-from csem.model.inference import ScoreResult, predict
+from csem.model.prediction import Prediction, record_ids, system_scores
 
 DEGENERATE_MODES = ("floor", "error")
 
@@ -79,7 +82,7 @@ def ensembles_of(card: Mapping[str, Any]) -> dict[str, list[str]]:
 
 
 def output_aspects(model: Any) -> dict[str, tuple[float, float]]:
-    """Every aspect a loaded :class:`~csem.model.EvaluationModel` scores -> its scale ``(min, max)``:
+    """Every aspect a loaded [`csem.model.EvaluationModel`][] scores -> its scale ``(min, max)``:
     the heads in config order, then the ensemble aspects of the card (scale ``(0, 1)``)."""
     out = {s.aspect: (float(s.min), float(s.max)) for s in model.config.labels}
     for aspect in ensembles_of(model.card):
@@ -101,7 +104,7 @@ def default_aspects(model: Any) -> list[str]:
 
 
 def check_aspects(model: Any, aspects: Sequence[str] | None, where: str = "model") -> list[str]:
-    """``aspects`` checked against :func:`output_aspects` (None -> :func:`default_aspects`).
+    """``aspects`` checked against [`output_aspects`][csem.model.scoring.output_aspects] (None -> [`default_aspects`][csem.model.scoring.default_aspects]).
 
     Raises:
         ValueError: an aspect the model does not score (names the ones it does).
@@ -121,8 +124,9 @@ def _needed_texts(mode: str) -> tuple[bool, bool]:
     return bool(NEEDS_SOURCE[mode]), bool(NEEDS_REFERENCE[mode])
 
 
-def check_inputs(records: Sequence[Mapping[str, Any]], mode: str) -> None:
-    """Sources and references that a ``mode`` needs are present, non-empty and free of NUL characters.
+def check_inputs(records: Sequence[Mapping[str, Any]], mode: str, skip: Any = ()) -> None:
+    """Sources and references that a ``mode`` needs are present, non-empty and free of NUL characters:
+    the one input check of the scoring path. ``skip``: positions not to check (floored candidates).
 
     Raises:
         ValueError: names the record (id and position) and the field.
@@ -131,6 +135,8 @@ def check_inputs(records: Sequence[Mapping[str, Any]], mode: str) -> None:
 
     needs_source, needs_ref = _needed_texts(mode)
     for i, r in enumerate(records):
+        if i in skip:
+            continue
         rid = r.get("id", i)
         if needs_source:
             why = degenerate_reason(r.get("source"))
@@ -147,123 +153,111 @@ def check_inputs(records: Sequence[Mapping[str, Any]], mode: str) -> None:
                     raise ValueError(f"record '{rid}' (position {i}): field 'reference' {why}")
 
 
-def score_results(model: Any, records: Sequence[Mapping[str, Any]], *, aspects: Sequence[str] | None = None,
-                  degenerate: str = "floor", batch_size: int = 64, mc_dropout: int = 0, precision: str = "auto",
-                  share_encodings: bool = True) -> list[ScoreResult]:
-    """Score ``records`` with a loaded model: one :class:`ScoreResult` per record, in input order.
+def predict(model: Any, records: Sequence[Mapping[str, Any]], *, aspects: Sequence[str] | None = None,
+            name: str | None = None, batch_size: int = 64, mc_dropout: int = 0, precision: str = "auto",
+            share_encodings: bool = True, degenerate: str = "floor") -> Prediction:
+    """The body of [`csem.model.EvaluationModel.predict`][] (arguments, return and errors there)."""
+    wanted = list(output_aspects(model)) if not aspects else check_aspects(model, aspects)
+    name = name or model.config.name
+    scores, std = student_scores(model, records, wanted, degenerate=degenerate, batch_size=batch_size,
+                                 mc_dropout=mc_dropout, precision=precision, share_encodings=share_encodings)
+    return assemble(model, records, wanted, scores, std, name=name, precision=precision)
 
-    Args:
-        model: a loaded :class:`~csem.model.EvaluationModel`.
-        records: dicts with ``candidate`` and the texts the model's mode needs (``source``,
-            ``reference``); ``id`` is reported back (records are keyed by position internally, so
-            missing or repeated ids are fine).
-        aspects: output aspects to return (default: every one, :func:`output_aspects`).
-        degenerate: ``floor`` (scale minimum for an empty/whitespace/NUL candidate) | ``error``.
-        batch_size, mc_dropout, precision, share_encodings: see :func:`csem.model.inference.predict`.
+
+def assemble(model: Any, records: Sequence[Mapping[str, Any]], wanted: Sequence[str],
+             scores: Mapping[str, Sequence[float | None]], std: Mapping[str, Sequence[float | None]] | None, *,
+             name: str, precision: str = "auto", source: Mapping[str, Sequence[str]] | None = None) -> Prediction:
+    """A [`Prediction`][csem.model.prediction.Prediction] from per-aspect scores (aspect -> one value
+    per record): columns named by [`csem.data.columns.metric_column`][], ``.std`` side columns in
+    the records where a deviation is known, the system scores and the settings hash."""
+    from csem.model.card import settings_hash
+
+    cols = {a: metric_column(name, a) for a in wanted}
+    by_col = {cols[a]: list(scores[a]) for a in wanted}
+    std_cols = {cols[a]: list(std[a]) for a in wanted if std and a in std} or None
+    pred = Prediction(ids=record_ids(records), scores=by_col, std=std_cols, system_score=system_scores(by_col),
+                      hash=settings_hash(model, wanted, precision=precision), columns=list(by_col),
+                      source={c: list(v) for c, v in source.items()} if source else None)
+    pred.records = add_columns(records, pred.written())
+    return pred
+
+
+def student_scores(model: Any, records: Sequence[Mapping[str, Any]], wanted: Sequence[str], *,
+                   degenerate: str = "floor", batch_size: int = 64, mc_dropout: int = 0, precision: str = "auto",
+                   share_encodings: bool = True
+                   ) -> tuple[dict[str, list[float]], dict[str, list[float]] | None]:
+    """The student's scores of ``records`` on the output aspects ``wanted``, in input order.
+
+    The one input check ([`check_inputs`][csem.model.scoring.check_inputs], after setting the
+    degenerate candidates aside), then the one batching loop ([`csem.model.inference.head_scores`][])
+    over every member of a seed ensemble, whose shared lower layers run once per text.
 
     Returns:
-        ``ScoreResult(id, scores={aspect: float}, std={aspect: float} | None)``; a head's score is on
-        its label scale (not clipped), an ensemble aspect's on [0, 1]; ``std`` (MC dropout) is given
-        for heads only, and 0 for a floored candidate. A seed ensemble (``config.members`` > 1)
-        gives the mean of its members' head scores (:func:`member_mean`).
+        ``(scores, std)``: aspect -> one float per record. A seed ensemble's score is its members'
+        mean; ``std`` is their (population) standard deviation, for every aspect. With MC dropout
+        (heads only), ``std`` is the heads' MC deviation, and for an ensemble its predictive
+        deviation ``sqrt(mean of the members' variances + variance of their means)`` (the law of total
+        variance; deep ensembles, Lakshminarayanan et al. 2017, Sec. 2.4). ``std`` is None for one
+        student without MC dropout. A floored degenerate candidate gets each scale's minimum and a
+        deviation of 0.
 
     Raises:
         DegenerateTextError: ``degenerate="error"`` and a degenerate candidate.
-        ValueError: unknown ``degenerate`` or aspect; a source/reference the mode needs is missing,
-            empty or holds a NUL character (names the record and field).
+        ValueError: unknown ``degenerate``; a source/reference the mode needs is missing, empty or
+            holds a NUL character (names the record and field).
     """
-    from csem.model.labels import ensemble_value
+    from csem.model.inference import head_scores
 
     if degenerate not in DEGENERATE_MODES:
         raise ValueError(f"unknown degenerate-text handling '{degenerate}'; choose from {DEGENERATE_MODES}")
     scales = output_aspects(model)
-    wanted = list(scales) if not aspects else check_aspects(model, aspects)
-    mode = model.config.mode
-    bad: dict[int, str] = {}
+    bad = set()
     for i, r in enumerate(records):
         why = degenerate_reason(r.get("candidate"))
+        if why and degenerate == "error":
+            raise DegenerateTextError(i, r.get("id", i), "candidate", why)
         if why:
-            if degenerate == "error":
-                raise DegenerateTextError(i, r.get("id", i), "candidate", why)
-            bad[i] = why
+            bad.add(i)
     good = [i for i in range(len(records)) if i not in bad]
-    check_inputs([records[i] for i in good], mode)
-    todo = [dict(records[i], id=str(i)) for i in good]  # keyed by position: ids need not be unique
-    heads = {}
-    if todo:
-        runs = [predict(module, todo, batch_size=batch_size, mc_dropout=mc_dropout, precision=precision,
-                        share_encodings=share_encodings) for module in getattr(model, "members", [model.module])]
-        for res in member_mean(runs):
-            heads[int(res.id)] = res
+    check_inputs(records, model.config.mode, skip=bad)
+    members = getattr(model, "members", [model.module])
+    mean, mc_std = head_scores(members, [records[i] for i in good], batch_size=batch_size, mc_dropout=mc_dropout,
+                               precision=precision, share_encodings=share_encodings,
+                               shared=getattr(model, "shared_layers", None))
+    per_member = _aspect_values(model, mean, wanted)  # aspect -> [M, G]
+    heads = model.config.aspects
+    out = {a: v.mean(0) for a, v in per_member.items()}
+    spread: dict[str, Any] = {}
+    if mc_std is not None:
+        for a in wanted:
+            if a in heads:
+                var = (mc_std[:, :, heads.index(a)] ** 2).mean(0) + per_member[a].var(0, unbiased=False)
+                spread[a] = var.sqrt()
+    elif len(members) > 1 and good:
+        spread = {a: v.std(0, unbiased=False) for a, v in per_member.items()}
+    elif len(members) > 1:  # every candidate floored: a deviation of 0 each
+        spread = {a: [] for a in wanted}
+    row = {g: j for j, g in enumerate(good)}
+    scores = {a: [scales[a][0] if i in bad else float(out[a][row[i]]) for i in range(len(records))] for a in wanted}
+    std = {a: [0.0 if i in bad else float(s[row[i]]) for i in range(len(records))] for a, s in spread.items()}
+    return scores, std or None
+
+
+def _aspect_values(model: Any, mean: Any, wanted: Sequence[str]) -> dict[str, Any]:
+    """Per output aspect, the ``[M, G]`` scores of each member: a head's column of ``mean``
+    (``[M, G, A]``), or an ensemble aspect's mean of its heads each mapped to [0, 1] by its scale
+    ([`csem.model.labels.ensemble_value`][], computed per member: the mean commutes with it)."""
+    heads = model.config.aspects
+    scales = output_aspects(model)
     ens = ensembles_of(model.card)
-    out: list[ScoreResult] = []
-    for i, r in enumerate(records):
-        rid = r.get("id", i)
-        if i in bad:
-            scores = {a: scales[a][0] for a in wanted}
-            std = {a: 0.0 for a in wanted if a in model.config.aspects} if mc_dropout else None
+    out = {}
+    for a in wanted:
+        if a in heads:
+            out[a] = mean[:, :, heads.index(a)]
         else:
-            res = heads[i]
-            scores = {}
-            for a in wanted:
-                scores[a] = res.scores[a] if a in res.scores else ensemble_value(res.scores, ens[a], scales)
-            std = {a: v for a, v in res.std.items() if a in wanted} if res.std is not None else None
-        out.append(ScoreResult(id=str(rid) if rid is not None else str(i), scores=scores, std=std))
+            parts = [(mean[:, :, heads.index(h)] - scales[h][0]) / (scales[h][1] - scales[h][0]) for h in ens[a]]
+            out[a] = sum(parts) / len(parts)
     return out
-
-
-def member_mean(runs: Sequence[Sequence[ScoreResult]]) -> list[ScoreResult]:
-    """A seed ensemble's scores: per record, the mean over members of each head's score.
-
-    Args:
-        runs: one list of :class:`ScoreResult` per member, aligned (same records, same order).
-
-    Returns:
-        One :class:`ScoreResult` per record; with MC dropout, ``std`` is the ensemble's predictive
-        deviation, ``sqrt(mean of the members' variances + variance of their means)`` (the law of
-        total variance; deep ensembles, Lakshminarayanan et al. 2017, Sec. 2.4). One run is
-        returned as it is.
-    """
-    if len(runs) == 1:
-        return list(runs[0])
-    out: list[ScoreResult] = []
-    k = len(runs)
-    for row in zip(*runs):
-        scores = {a: sum(r.scores[a] for r in row) / k for a in row[0].scores}
-        std = None
-        if row[0].std is not None:
-            std = {a: math.sqrt(sum(r.std[a] ** 2 for r in row) / k
-                                + sum((r.scores[a] - scores[a]) ** 2 for r in row) / k) for a in row[0].std}
-        out.append(ScoreResult(id=row[0].id, scores=scores, std=std))
-    return out
-
-
-def score_columns(model: Any, records: Sequence[Mapping[str, Any]], *, aspects: Sequence[str] | None = None,
-                  name: str | None = None, **options: Any) -> dict[str, list[float | None]]:
-    """The one column writer: ``{metric.<name>.<aspect>: one float per record}`` (and
-    ``...<aspect>.std`` with MC dropout), column names from :func:`csem.data.columns.metric_column`.
-
-    Args:
-        model: a loaded :class:`~csem.model.EvaluationModel`. records: as :func:`score_results`.
-        aspects: output aspects (default: every one). name: metric name (default ``config.name``).
-        options: :func:`score_results` keyword arguments.
-
-    Returns:
-        Columns in aspect order, each a list aligned with ``records``.
-
-    Raises:
-        as :func:`score_results`.
-    """
-    name = name or model.config.name
-    wanted = list(output_aspects(model)) if not aspects else check_aspects(model, aspects)
-    results = score_results(model, records, aspects=wanted, **options)
-    cols: dict[str, list[float | None]] = {}
-    for a in wanted:
-        cols[metric_column(name, a)] = [res.scores[a] for res in results]
-    for a in wanted:
-        if any(res.std is not None and a in res.std for res in results):
-            cols[metric_column(name, a, side="std")] = [res.std.get(a) if res.std else None for res in results]
-    return cols
 
 
 def add_columns(records: Sequence[Mapping[str, Any]], columns: Mapping[str, Sequence[Any]]) -> list[dict]:

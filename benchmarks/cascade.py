@@ -1,0 +1,512 @@
+"""Judge quality at a fraction of the judge's calls: the student as a filter that knows when to ask the judge.
+
+The student scores every candidate; a deferral rule (:mod:`csem.apply.cascade`: the seed-ensemble
+members' deviation ``std``, the MC-dropout deviation ``mc``, the closeness of a score to its source's
+nearest other score ``neighbours``, or ``random``) sends a share of them to the judge, and the
+combined score (the judge's where it judged, the student's elsewhere; identity scale map, the
+student's labels being the judge's scores) is measured against an independent reference. No new
+judging: the judge's labels of every candidate are already on disk, deferral only reads them.
+
+Two sets:
+
+* **teacher pool** (``benchmarks/data/teacher_pool``): the 1,018 held-out test candidates. Judge: the
+  pool's Qwen2.5-Coder-0.5B judgments (rubric ``csem/summ-relevance-ref-free``). Reference: the same
+  judge's second rendering of the aspect (``forms/geval-relevance``, rubric ``geval/summeval-relevance``),
+  against which the judge reaches its repeatability. Students: ``csem.train`` defaults on the pool's
+  3,876 judged training candidates (label ``judge.relevance``, 1-5).
+* **SummEval**: test documents 50-99 x 12 systems; judge: GPT-4's published ratings (gpt-4-0314, rts,
+  Shen et al. 2023); reference: the expert means; four aspects, figures averaged over them. Students:
+  ``csem.train`` defaults on the GPT-4 ratings of documents 0-49 (four heads, 1-5).
+
+Figures: summary-level Spearman (per source over its candidates, averaged; :func:`csem.meta.correlate`)
+of the combined score with the reference, against the share of candidates judged (every 5%), per rule:
+single students (each seed; mean and sd over the seeds; the ``mc``, ``neighbours`` and ``random`` rules)
+and the seed ensemble of the same students (mean score; ``std``, ``mc`` = the ensemble's predictive
+deviation, ``neighbours``, ``random``). Random deferral is the mean of 10 draws. The area under each
+curve (trapezoid over the share, 0-1), whether a rule beats random at every share up to 50%, and the
+share of judge calls at which the curve first reaches 90% of the judge's own figure (linear
+interpolation between grid points). Two-stage reranking (the student's top K of each source, the judge
+picks among them): the judge's score of the pick vs the judge's best and the student-only pick, and the
+reference's score of each pick, K = 2, 3.
+
+Students are cached (scores and deviations) under ``benchmarks/.cache/cascade/`` so a rerun reports
+without retraining; the plot is written beside the results (``benchmarks/results/cascade.png``).
+
+Run:  python -m benchmarks run cascade [--quick]
+Out:  benchmarks/results/cascade.{json,md,png}
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import math
+import statistics
+import time
+from pathlib import Path
+
+from benchmarks import suite
+
+POOL = suite.POOL
+CACHE = suite.CACHE / "cascade"
+PLOT = suite.RESULTS / "cascade.png"
+SEEDS = (12, 13, 14)
+SHARES = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)  # the reported shares
+GRID = tuple(i / 20 for i in range(21))  # every 5%: areas and the 90% point
+DRAWS = 10  # random deferral: mean of this many draws
+MC_SAMPLES = 10
+ASPECTS = ("coherence", "consistency", "fluency", "relevance")
+SINGLE_RULES = ("mc", "neighbours", "random")
+ENSEMBLE_RULES = ("std", "mc", "neighbours", "random")
+KS = (2, 3)
+SHIPPED = "news-relevance-minilm"  # the teacher pool's student, shipped with csem
+
+
+def _log(msg: str) -> None:
+    suite.log(f"cascade: {msg}")
+
+
+def _read_gz(path: Path) -> list[dict]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _judged(folder: Path) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for p in sorted(folder.glob("chunk-*.jsonl.gz")):
+        for r in _read_gz(p):
+            out[r["id"]] = r["score"]
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# the two sets: records with the judge's label, the reference and the training labels
+# ------------------------------------------------------------------------------------------------
+
+def pool_set(quick: bool) -> dict:
+    """The teacher pool: test candidates scored by both renderings, the pool's training candidates."""
+    sources = {s["source_id"]: s["text"] for s in _read_gz(POOL / "sources.jsonl.gz")}
+    first, second = _judged(POOL / "judged"), _judged(POOL / "forms" / "geval-relevance")
+    test, train = [], []
+    for c in _read_gz(POOL / "candidates.jsonl.gz"):
+        j = first.get(c["id"])
+        if j is None:
+            continue
+        rec = {"id": c["id"], "doc_id": c["source_id"], "system_id": c["system_id"], "dataset": c["dataset"],
+               "source": sources[c["source_id"]], "candidate": c["candidate"], "judge.relevance": float(j)}
+        if c["split"] == "test":
+            if second.get(c["id"]) is not None:
+                test.append(dict(rec, **{"ref.relevance": float(second[c["id"]])}))
+        else:
+            train.append(rec)
+    if quick:
+        docs = sorted({r["doc_id"] for r in test})[:12]
+        test, train = [r for r in test if r["doc_id"] in docs], train[:120]
+    return {"name": "teacher pool", "aspects": ["relevance"], "test": test, "train": train,
+            "judge": "llama-cpp:qwen-0.5b, csem/summ-relevance-ref-free (the pool's judgments)",
+            "reference": "the same judge, geval/summeval-relevance (the pool's second rendering)"}
+
+
+def summeval_set(quick: bool) -> dict:
+    """SummEval with GPT-4's published ratings: documents 0-49 train, 50-99 test."""
+    lo, hi = (slice(0, 6), slice(50, 54)) if quick else (slice(0, 50), slice(50, 100))
+    train = suite.summeval_llm_ratings(lo, judge="gpt-4-0314", method="rts")
+    test = suite.summeval_llm_ratings(hi, judge="gpt-4-0314", method="rts")
+    test = [dict(r, **{f"ref.{a}": r[f"human.{a}"] for a in ASPECTS}) for r in test]
+    return {"name": "SummEval", "aspects": list(ASPECTS), "test": test, "train": train,
+            "judge": "gpt-4-0314 (rts, Shen et al. 2023)", "reference": "the expert means"}
+
+
+# ------------------------------------------------------------------------------------------------
+# students: csem.train defaults, one per seed; scores and MC-dropout deviations of the test records
+# ------------------------------------------------------------------------------------------------
+
+def _score(model, records: list[dict], mc: int) -> tuple[dict, dict | None]:
+    """``({aspect: scores}, {aspect: deviations} | None)`` of ``records`` through the model's scoring method."""
+    if hasattr(model, "predict"):
+        pred = model.predict(records, mc_dropout=mc) if mc else model.predict(records)
+        scores = {c.rsplit(".", 1)[-1]: list(v) for c, v in pred.scores.items()}
+        std = {c.rsplit(".", 1)[-1]: list(v) for c, v in (pred.std or {}).items()} if mc else None
+        return scores, std
+    res = model.score(records, mc_dropout=mc)
+    aspects = list(res[0].scores)
+    scores = {a: [r.scores[a] for r in res] for a in aspects}
+    std = {a: [r.std[a] for r in res] for a in aspects} if mc else None
+    return scores, std
+
+
+def _cached(key_parts: list, make) -> dict:
+    key = hashlib.sha256(json.dumps(key_parts).encode()).hexdigest()[:16]
+    path = CACHE / f"{key}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    out = make()
+    CACHE.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out))
+    return out
+
+
+def _scores_of(model, data: dict, seed: int) -> tuple[dict, dict]:
+    """Deterministic scores and MC-dropout deviations of ``data``'s test records, on its aspects."""
+    import torch
+
+    scores, _ = _score(model, data["test"], 0)
+    torch.manual_seed(seed)
+    _, std = _score(model, data["test"], MC_SAMPLES)
+    return {a: scores[a] for a in data["aspects"]}, {a: std[a] for a in data["aspects"]}
+
+
+def student(data: dict, seed: int, quick: bool) -> dict:
+    """One default student (``csem.train``) trained on ``data``'s training labels with ``seed``: its
+    deterministic scores, MC-dropout deviations and training seconds (cached)."""
+    import csem
+
+    def make() -> dict:
+        import torch
+
+        torch.manual_seed(seed)
+        t0 = time.perf_counter()
+        cols = ",".join(f"judge.{a}" for a in data["aspects"])
+        model = csem.train(data["train"], cols, label_range=(1, 5), judge=data["judge"], seed=seed,
+                           num_threads=suite.threads())
+        secs = time.perf_counter() - t0
+        _log(f"{data['name']}: student seed {seed} trained in {secs:.0f} s")
+        scores, std = _scores_of(model, data, seed)
+        return {"seed": seed, "train_seconds": secs, "scores": scores, "mc_std": std, "student": "csem.train defaults"}
+
+    return _cached([data["name"], seed, quick, csem.__version__, len(data["train"]), [r["id"] for r in data["test"]]],
+                   make)
+
+
+def shipped_student(data: dict) -> dict:
+    """The shipped ``news-relevance-minilm``: the teacher pool's own student (the pool's 3,876 judged
+    training candidates, test articles never trained on; its card gives the recipe and seed)."""
+    import csem
+    from csem.model.pretrained import resolve
+
+    folder = resolve(f"package:{SHIPPED}")
+
+    def make() -> dict:
+        model = csem.load_metric(folder)
+        seed = int(model.card["training"]["config"]["seed"])
+        scores, std = _scores_of(model, data, seed)
+        cfg = model.card["training"]["config"]
+        return {"seed": seed, "train_seconds": None, "scores": scores, "mc_std": std,
+                "student": f"shipped {SHIPPED} ({model.card['training']['n_records']} labels, {cfg['max_epochs']} "
+                           f"epochs at lr {cfg['lr']}, top {cfg['train_layers']} layers, seed {seed})"}
+
+    return _cached([SHIPPED, csem.__version__, [r["id"] for r in data["test"]], data["aspects"]], make)
+
+
+def ensemble(students: list[dict], aspects: list[str]) -> dict:
+    """The seed ensemble of ``students``: mean score, the members' deviation (population sd) and the
+    ensemble's MC-dropout predictive deviation ``sqrt(mean member variance + variance of member means)``."""
+    import numpy as np
+
+    out: dict = {"scores": {}, "std": {}, "mc_std": {}}
+    for a in aspects:
+        s = np.array([st["scores"][a] for st in students], dtype=float)
+        v = np.array([st["mc_std"][a] for st in students], dtype=float) ** 2
+        out["scores"][a] = s.mean(0).tolist()
+        out["std"][a] = s.std(0).tolist()
+        out["mc_std"][a] = np.sqrt(v.mean(0) + s.var(0)).tolist()
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# curves
+# ------------------------------------------------------------------------------------------------
+
+def agreement(values: list, reference: list, groups: list) -> float:
+    """Summary-level Spearman (per source, averaged) through csem's one evaluator."""
+    from csem.meta import correlate
+
+    v = correlate(values, reference, level="summary", method="spearman", groups=groups).value
+    return float("nan") if v is None else float(v)
+
+
+def cascade_curve(data: dict, scores: dict, devs: dict | None, rule: str) -> list[float]:
+    """Agreement with the reference (mean over aspects) at each :data:`GRID` share for one rule; for
+    ``random`` the mean over :data:`DRAWS` draws."""
+    from csem.apply.cascade import choose, combine
+
+    test, groups = data["test"], [r["doc_id"] for r in data["test"]]
+    draws = range(DRAWS) if rule == "random" else [0]
+    out = []
+    for share in GRID:
+        vals = []
+        for a in data["aspects"]:
+            judge = [r[f"judge.{a}"] for r in test]
+            ref = [r[f"ref.{a}"] for r in test]
+            per_draw = []
+            for d in draws:
+                picked = choose(rule, scores[a], share=share, std=None if devs is None else devs.get(a),
+                                groups=groups, seed=d)
+                combined, _ = combine(scores[a], {i: judge[i] for i in picked})
+                per_draw.append(agreement(combined, ref, groups))
+            vals.append(statistics.fmean(per_draw))
+        out.append(statistics.fmean(vals))
+    return out
+
+
+def area(curve: list[float]) -> float:
+    """Trapezoid area under ``curve`` over :data:`GRID` (share 0-1)."""
+    return sum((GRID[i + 1] - GRID[i]) * (curve[i] + curve[i + 1]) / 2 for i in range(len(GRID) - 1))
+
+
+def share_reaching(curve: list[float], target: float) -> float | None:
+    """The smallest share at which ``curve`` reaches ``target`` (linear between grid points), or None."""
+    for i, v in enumerate(curve):
+        if v >= target:
+            if i == 0:
+                return 0.0
+            lo, hi = curve[i - 1], v
+            return GRID[i - 1] + (GRID[i] - GRID[i - 1]) * (target - lo) / (hi - lo)
+    return None
+
+
+def _mean_sd(xs: list[float]) -> dict:
+    return {"mean": statistics.fmean(xs), "sd": statistics.stdev(xs) if len(xs) > 1 else None}
+
+
+def measure_set(data: dict, students: list[dict]) -> dict:
+    """Every curve of one set, its areas, the 90% points and the beats-random checks."""
+    test, groups = data["test"], [r["doc_id"] for r in data["test"]]
+    judge_fig = statistics.fmean(agreement([r[f"judge.{a}"] for r in test], [r[f"ref.{a}"] for r in test], groups)
+                                 for a in data["aspects"])
+    length = [float(len(r["candidate"].split())) for r in test]
+    length_fig = statistics.fmean(agreement(length, [r[f"ref.{a}"] for r in test], groups) for a in data["aspects"])
+    res: dict = {"name": data["name"], "judge": data["judge"], "reference": data["reference"],
+                 "test_candidates": len(test), "sources": len(set(groups)), "training_labels": len(data["train"]),
+                 "aspects": data["aspects"], "judge_agreement": judge_fig, "length_agreement": length_fig,
+                 "target_90": 0.9 * judge_fig, "grid": list(GRID), "single": {}, "ensemble": {}}
+    for rule in SINGLE_RULES:
+        runs = [cascade_curve(data, st["scores"], st["mc_std"], rule) for st in students]
+        res["single"][rule] = _summary(runs, res["target_90"])
+        _log(f"{data['name']}: single students, rule {rule}: area {res['single'][rule]['area']['mean']:.3f}")
+    if len(students) > 1:
+        ens = ensemble(students, data["aspects"])
+        for rule in ENSEMBLE_RULES:
+            devs = ens["std"] if rule == "std" else ens["mc_std"]
+            res["ensemble"][rule] = _summary([cascade_curve(data, ens["scores"], devs, rule)], res["target_90"])
+    for kind in ("single", "ensemble"):
+        rnd = res[kind].get("random")
+        for rule, v in res[kind].items():
+            if rule == "random" or rnd is None:
+                continue
+            pts = [i for i, s in enumerate(GRID) if 0 < s <= 0.5]
+            v["beats_random_to_50"] = all(v["curve"][i] > rnd["curve"][i] for i in pts)
+            v["margin_over_random"] = {f"{GRID[i]:.2f}": v["curve"][i] - rnd["curve"][i] for i in pts}
+    res["student_seconds"] = [st["train_seconds"] for st in students]
+    res["students"] = sorted({st["student"] for st in students})
+    return res
+
+
+def _summary(runs: list[list[float]], target: float) -> dict:
+    curve = [statistics.fmean(c[i] for c in runs) for i in range(len(GRID))]
+    sd = [statistics.stdev(c[i] for c in runs) if len(runs) > 1 else None for i in range(len(GRID))]
+    return {"curve": curve, "sd": sd, "area": _mean_sd([area(c) for c in runs]),
+            "share_for_90": share_reaching(curve, target),
+            "share_for_90_runs": [share_reaching(c, target) for c in runs]}
+
+
+# ------------------------------------------------------------------------------------------------
+# two-stage reranking
+# ------------------------------------------------------------------------------------------------
+
+def rerank_set(data: dict, students: list[dict]) -> dict:
+    """Two-stage reranking on every source with more than 3 candidates, per K and aspect, mean over seeds."""
+    from csem.apply.cascade import shortlist, two_stage_pick
+
+    test = data["test"]
+    groups = [r["doc_id"] for r in test]
+    sizes: dict = {}
+    for g in groups:
+        sizes[g] = sizes.get(g, 0) + 1
+    keep = {g for g, n in sizes.items() if n > max(KS)}
+    out: dict = {"sources": len(keep), "candidates": sum(sizes[g] for g in keep), "by_k": {}}
+    for k in KS:
+        rows = {"judge_of_pick": [], "judge_best": [], "judge_of_student_pick": [], "judge_mean": [],
+                "ref_of_pick": [], "ref_of_judge_pick": [], "ref_of_student_pick": [], "ref_mean": []}
+        calls = 0
+        for st in students:
+            per_aspect = {key: [] for key in rows}
+            for a in data["aspects"]:
+                s = [v if g in keep else None for v, g in zip(st["scores"][a], groups)]
+                short = shortlist(s, groups, k)
+                judge = {i: test[i][f"judge.{a}"] for idx in short.values() for i in idx}
+                picks = two_stage_pick(short, judge)
+                calls = sum(len(v) for v in short.values())
+                by: dict = {}
+                for i, g in enumerate(groups):
+                    if g in keep:
+                        by.setdefault(g, []).append(i)
+                acc = {key: [] for key in rows}
+                for g, idx in by.items():
+                    js = [test[i][f"judge.{a}"] for i in idx]
+                    rs = [test[i][f"ref.{a}"] for i in idx]
+                    best = idx[max(range(len(idx)), key=lambda t: (js[t], -t))]
+                    acc["judge_of_pick"].append(test[picks[g]][f"judge.{a}"])
+                    acc["judge_best"].append(max(js))
+                    acc["judge_of_student_pick"].append(test[short[g][0]][f"judge.{a}"])
+                    acc["judge_mean"].append(statistics.fmean(js))
+                    acc["ref_of_pick"].append(test[picks[g]][f"ref.{a}"])
+                    acc["ref_of_judge_pick"].append(test[best][f"ref.{a}"])
+                    acc["ref_of_student_pick"].append(test[short[g][0]][f"ref.{a}"])
+                    acc["ref_mean"].append(statistics.fmean(rs))
+                for key in rows:
+                    per_aspect[key].append(statistics.fmean(acc[key]))
+            for key in rows:
+                rows[key].append(statistics.fmean(per_aspect[key]))
+        out["by_k"][str(k)] = {key: _mean_sd(v) for key, v in rows.items()}
+        out["by_k"][str(k)]["judge_calls"] = calls
+        out["by_k"][str(k)]["judge_calls_all"] = out["candidates"]
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# the suite interface
+# ------------------------------------------------------------------------------------------------
+
+def run(quick: bool = False) -> dict:
+    """Every set: students (3 seeds; ``quick``: one seed, one epoch, a small slice), curves, reranking."""
+    t0 = time.perf_counter()
+    seeds = SEEDS[:1] if quick else SEEDS
+    res: dict = {"meta": {"date": suite.now(), "quick": quick, "machine": suite.machine(),
+                          "seeds": list(seeds), "random_draws": DRAWS, "mc_samples": MC_SAMPLES,
+                          "recipe": "each set names its students" + ("; quick: the shipped pool student on both "
+                                                                     "sets, relevance only" if quick else "")},
+                 "sets": {}, "rerank": {}}
+    for build in (pool_set, summeval_set):
+        data = build(quick)
+        _log(f"{data['name']}: {len(data['test'])} test candidates, {len(data['train'])} training labels")
+        if data["name"] == "teacher pool" or quick:  # quick: no training (the shipped student, relevance)
+            if quick and data["name"] == "SummEval":
+                data["aspects"] = ["relevance"]
+            students = [shipped_student(data)]
+        else:
+            students = [student(data, s, quick) for s in seeds]
+        res["sets"][data["name"]] = measure_set(data, students)
+        res["rerank"][data["name"]] = rerank_set(data, students)
+    res["headline"] = headline(res)
+    res["meta"]["seconds"] = time.perf_counter() - t0
+    if not quick:
+        plot(res, PLOT)
+        res["meta"]["plot"] = "benchmarks/results/cascade.png"
+    return res
+
+
+def best_rule(s: dict) -> tuple[str, str, dict]:
+    """``(kind, rule, figures)`` of the rule with the largest area on set ``s`` (random excluded)."""
+    cands = [(k, r, v) for k in ("single", "ensemble") for r, v in s[k].items() if r != "random"]
+    return max(cands, key=lambda t: t[2]["area"]["mean"])
+
+
+def headline(res: dict) -> dict:
+    """The README's row: the share of judge calls at which the best rule reaches 90% of the judge."""
+    parts = []
+    for s in res["sets"].values():
+        k, r, v = best_rule(s)
+        parts.append((s["name"], r, k, v["share_for_90"], s[k]["random"]["share_for_90"]))
+    name, r, k, share, rnd = parts[-1]
+    return {"what": f"share of judge calls for 90% of the judge's agreement ({name}, rule {r})", "value": share,
+            "compare": "; ".join(f"{n}: {_share(sh)} by {rr}, random {_share(ra)}" for n, rr, _, sh, ra in parts)}
+
+
+def plot(res: dict, path: Path) -> None:
+    """Agreement vs share judged, one line per rule, one panel per set."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sets = list(res["sets"].values())
+    fig, axes = plt.subplots(1, len(sets), figsize=(6 * len(sets), 4.5))
+    for ax, s in zip(axes if len(sets) > 1 else [axes], sets):
+        x = [g * 100 for g in s["grid"]]
+        for kind, style in (("single", "-"), ("ensemble", "--")):
+            for rule, v in s[kind].items():
+                ax.plot(x, v["curve"], style, label=f"{rule} ({'single students' if kind == 'single' else 'ensemble'})")
+        ax.axhline(s["judge_agreement"], color="k", lw=0.8, label="judge alone")
+        ax.axhline(s["target_90"], color="k", lw=0.8, ls=":", label="90% of the judge")
+        ax.set_title(f"{s['name']}: vs {s['reference']}", fontsize=9)
+        ax.set_xlabel("share of candidates judged (%)")
+        ax.set_ylabel("summary-level Spearman")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _f(v, d: int = 3) -> str:
+    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{d}f}"
+
+
+def _pm(m: dict) -> str:
+    return _f(m["mean"]) + (f" ± {_f(m['sd'])}" if m.get("sd") is not None else "")
+
+
+def report(results: dict) -> str:
+    """The markdown page of :func:`run`'s results."""
+    meta = results["meta"]
+    idx = [results["sets"][next(iter(results["sets"]))]["grid"].index(s) for s in SHARES]
+    md = ["# Cascade: the student defers its least certain candidates to the judge", "",
+          f"{meta['date']}, {meta['machine']}; students: {meta['recipe']}, seeds {meta['seeds']}; random deferral: "
+          f"mean of {meta['random_draws']} draws; MC dropout: {meta['mc_samples']} samples."
+          + (" **Quick run (small slices): not a result.**" if meta.get("quick") else ""), ""]
+    if meta.get("plot"):
+        md += [f"![agreement vs share judged](cascade.png)", ""]
+    md += ["## Headline", "", "| set | judge alone | student alone | best rule | area (best rule) | area (random) | "
+           "judge calls for 90% of the judge | beats random at every share <= 50% |", "| --- |" + " --- |" * 7]
+    for s in results["sets"].values():
+        k, r, v = best_rule(s)
+        rnd = s[k]["random"]
+        md.append(f"| {s['name']} | {_f(s['judge_agreement'])} | {_pm(_first(s['single']['random']))} | {r} ({k}) | "
+                  f"{_pm(v['area'])} | {_pm(rnd['area'])} | {_share(v['share_for_90'])} (random {_share(rnd['share_for_90'])}) | "
+                  f"{'yes' if v.get('beats_random_to_50') else 'no'} |")
+    md.append("")
+    for s in results["sets"].values():
+        md += [f"## {s['name']}", "",
+               f"{s['test_candidates']} test candidates of {s['sources']} sources; judge: {s['judge']}; reference: "
+               f"{s['reference']}; {s['training_labels']} training labels; aspects: {', '.join(s['aspects'])} "
+               f"(figures averaged over them). Judge alone {_f(s['judge_agreement'])} (90%: {_f(s['target_90'])}); "
+               f"length (words) alone {_f(s['length_agreement'])}. Students: {'; '.join(s['students'])} "
+               f"({len(s['student_seconds'])}; training seconds "
+               f"{', '.join('n/a' if x is None else f'{x:.0f}' for x in s['student_seconds'])}).", "",
+               "Summary-level Spearman with the reference by share of candidates judged (single students: mean ± sd "
+               "over seeds):", "",
+               "| students | rule | " + " | ".join(f"{int(SHARES[i] * 100)}%" for i in range(len(SHARES)))
+               + " | area | judge calls for 90% | beats random <= 50% |",
+               "| --- | --- |" + " --- |" * (len(SHARES) + 3)]
+        for kind in ("single", "ensemble"):
+            for rule, v in s[kind].items():
+                cells = [_f(v["curve"][i]) + (f" ± {_f(v['sd'][i])}" if v["sd"][i] is not None else "") for i in idx]
+                beats = "" if rule == "random" else ("yes" if v.get("beats_random_to_50") else "no")
+                md.append(f"| {kind} | {rule} | " + " | ".join(cells) + f" | {_pm(v['area'])} | "
+                          f"{_share(v['share_for_90'])} | {beats} |")
+        md.append("")
+    md += ["## Two-stage reranking", "",
+           "The student shortlists its top K of each source's candidates, the judge picks among them. Mean over "
+           "sources (and aspects), mean ± sd over seeds; the reference's score of each pick beside the judge's.", "",
+           "| set | K | judge calls (of all) | judge: pick | judge: its best | judge: student's pick | judge: mean "
+           "candidate | reference: pick | reference: judge-only pick | reference: student's pick | reference: mean |",
+           "| --- | --- |" + " --- |" * 9]
+    for name, rr in results["rerank"].items():
+        for k, v in rr["by_k"].items():
+            md.append(f"| {name} ({rr['sources']} sources) | {k} | {v['judge_calls']} ({v['judge_calls_all']}) | "
+                      + " | ".join(_pm(v[c]) for c in ("judge_of_pick", "judge_best", "judge_of_student_pick",
+                                                       "judge_mean", "ref_of_pick", "ref_of_judge_pick",
+                                                       "ref_of_student_pick", "ref_mean")) + " |")
+    md += ["", f"Total {meta['seconds'] / 60:.1f} min (students cached under benchmarks/.cache/cascade/ are not retrained)."]
+    return "\n".join(md) + "\n"
+
+
+def _first(v: dict) -> dict:
+    return {"mean": v["curve"][0], "sd": v["sd"][0]}
+
+
+def _share(v) -> str:
+    return "not reached" if v is None else f"{v * 100:.0f}%"
+
