@@ -11,7 +11,7 @@ loads neither torch nor llama.cpp)::
     labelled, summary = csem.judge(records, "geval/summeval-coherence", "local")
     csem.annotate("cands.jsonl", "csem/summ-coherence-ref-free", "local", out="labelled.jsonl")
     model = csem.train("labelled.jsonl", "judge.coherence", out_dir="my-metric")
-    result = csem.load_metric("my-metric").score(new_records)   # .scores, .system_score, .hash
+    result = csem.load_metric("my-metric").predict(new_records)   # .scores, .system_score, .hash
     table = csem.evaluate(scored_records)                       # meta-evaluation
     chosen = csem.rerank(nbest_records, ["my-metric"]).chosen
 
@@ -28,7 +28,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_API = ("annotate", "evaluate", "load_metric", "rerank", "train", "LearnedMetric", "MetricScores")
+_API = ("annotate", "evaluate", "load_metric", "rerank", "train")
 __all__ = ["__version__", "judge", *_API]
 
 

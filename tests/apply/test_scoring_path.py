@@ -80,10 +80,10 @@ def test_every_consumer_sees_the_same_ensemble_scores(multi_judge, nbest_test, t
         got = httpx.post(f"{srv.url}/score", json={"records": recs}, timeout=60).json()
     assert got["columns"] == default.columns
     assert [x["scores"]["metric.mj.quality"] for x in got["results"]] == pytest.approx(file_q, abs=1e-5)
-    # and EvaluationModel.score (the functional API's shape) carries the ensemble aspect too
-    res = EvaluationModel.load(multi_judge).score(recs)
-    assert [x.scores["quality"] for x in res] == pytest.approx(file_q, abs=1e-5)
-    assert set(res[0].scores) == set(SCALES)
+    # and EvaluationModel.predict, the one scoring method, carries the ensemble aspect too
+    res = EvaluationModel.load(multi_judge).predict(recs)
+    assert res.scores["metric.mj.quality"] == pytest.approx(file_q, abs=1e-5)
+    assert res.columns == [f"metric.mj.{a}" for a in SCALES]
 
 
 def test_results_are_keyed_whatever_the_ids_and_order(multi_judge, nbest_test):
@@ -112,17 +112,18 @@ def test_degenerate_candidates_get_each_scales_minimum(multi_judge, nbest_test):
     m = EvaluationModel.load(multi_judge)
     real = _recs(nbest_test, 2)
     recs = real + [dict(real[0], id=f"bad{i}", candidate=c) for i, c in enumerate(DEGENERATE)]
-    res = m.score(recs)
-    for r in res[2:]:
-        assert r.scores == {a: lo for a, (lo, _) in SCALES.items()}
-    for r in res[:2]:  # real candidates stay strictly inside each scale, so the floor is below every one
-        assert all(lo < r.scores[a] < hi for a, (lo, hi) in SCALES.items()), r.scores
+    res = m.predict(recs)
+    for r in recs[2:]:
+        assert res.by_id(r["id"]) == {f"metric.mj.{a}": lo for a, (lo, _) in SCALES.items()}
+    for r in recs[:2]:  # real candidates stay strictly inside each scale, so the floor is below every one
+        got = res.by_id(r["id"])
+        assert all(lo < got[f"metric.mj.{a}"] < hi for a, (lo, hi) in SCALES.items()), got
     # the real candidates are scored as without the degenerate ones beside them
-    alone = m.score(real)
-    for a, b in zip(res[:2], alone):
-        assert a.scores == pytest.approx(b.scores, abs=1e-5)
-    cols = m.score_columns(recs, mc_dropout=2)
-    assert cols["metric.mj.quality@fine.std"][2:] == [0.0, 0.0, 0.0]
+    alone = m.predict(real)
+    for c in res.columns:
+        assert res.scores[c][:2] == pytest.approx(alone.scores[c], abs=1e-5)
+    std = m.predict(recs, mc_dropout=2).std
+    assert std["metric.mj.quality@fine"][2:] == [0.0, 0.0, 0.0]
 
 
 def test_degenerate_error_mode_names_record_and_field(multi_judge, nbest_test):

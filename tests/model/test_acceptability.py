@@ -16,6 +16,16 @@ SOURCE = ("The city council approved the new budget on Monday after a long debat
           "two percent next year. Schools and parks receive most of the new money, the mayor said.")
 
 
+def _col(pred, aspect):
+    """The scores of ``aspect`` (column ``metric.<name>.<aspect>``) of a prediction, in input order."""
+    return pred.scores[next(c for c in pred.columns if c.endswith("." + aspect))]
+
+
+def _by_id(pred, aspect):
+    """``{record id: score of aspect}`` of a prediction."""
+    return dict(zip(pred.ids, _col(pred, aspect)))
+
+
 def _records():
     return [{"id": "a", "doc_id": "d1", "source": SOURCE, "reference": "Council passes budget; taxes up 2%.",
              "candidate": "The council approved the budget on Monday. Taxes will rise by two percent."},
@@ -131,23 +141,23 @@ def test_gate_ranks_degenerate_candidates_below_real_ones_after_save_and_load(ga
     assert acc["excluded_features"] == list(EXCLUDED_FEATURES)
     loaded = EvaluationModel.load(folder)
     assert loaded.module.gate is not None and loaded.module.gate.is_fitted
-    real = {r.id: r.scores["coherence"] for r in loaded.score(test, precision="fp32")}
-    assert real == pytest.approx({r.id: r.scores["coherence"] for r in model.score(test, precision="fp32")}, abs=1e-5)
+    real = _by_id(loaded.predict(test, precision="fp32"), "coherence")
+    assert real == pytest.approx(_by_id(model.predict(test, precision="fp32"), "coherence"), abs=1e-5)
     assert all(1.0 <= v <= 5.0 for v in real.values())
     by_doc: dict[str, list[dict]] = {}
     for r in test:
         by_doc.setdefault(r["doc_id"], []).append(r)
     ungated = EvaluationModel.load(folder)
     ungated.module.gate = None  # the regressor alone, for comparison
-    raw = {r.id: r.scores["coherence"] for r in ungated.score(test, precision="fp32")}
+    raw = _by_id(ungated.predict(test, precision="fp32"), "coherence")
     kinds = ("repeated_token", "truncated", "words_shuffled", "one_token")
     below, below_raw = dict.fromkeys(kinds, 0), dict.fromkeys(kinds, 0)
     for d, rows in by_doc.items():
         cases = sanity_cases(rows[0]["candidate"], source=rows[0]["source"], seed=0, key=d)
         deg = [{"id": f"{d}~{c}", "source": rows[0]["source"], "candidate": cases[c]} for c in kinds if c in cases]
         for m, real_, count in ((loaded, real, below), (ungated, raw, below_raw)):
-            for res in m.score(deg, precision="fp32"):
-                count[res.id.split("~")[1]] += res.scores["coherence"] < min(real_[r["id"]] for r in rows)
+            for rid, score in _by_id(m.predict(deg, precision="fp32"), "coherence").items():
+                count[rid.split("~")[1]] += score < min(real_[r["id"]] for r in rows)
     n = len(by_doc)
     assert sum(below.values()) >= sum(below_raw.values()) + n, (below, below_raw)  # the gate does it
     assert below["repeated_token"] == n and below["one_token"] >= n - 1
@@ -175,4 +185,4 @@ def test_folders_saved_before_the_gate_load_without_it(gated_student, tmp_path):
     save_file(state, str(old / "model.safetensors"))
     loaded = EvaluationModel.load(old)
     assert loaded.module.gate is None
-    assert len(loaded.score(test[:3], precision="fp32")) == 3
+    assert len(loaded.predict(test[:3], precision="fp32").ids) == 3

@@ -14,6 +14,16 @@ from csem.model.module import bounded
 SMALL = dict(max_length=40, hidden_sizes=[32], dropout=0.0)
 
 
+def _col(pred, aspect):
+    """The scores of ``aspect`` (column ``metric.<name>.<aspect>``) of a prediction, in input order."""
+    return pred.scores[next(c for c in pred.columns if c.endswith("." + aspect))]
+
+
+def _by_id(pred, aspect):
+    """``{record id: score of aspect}`` of a prediction."""
+    return dict(zip(pred.ids, _col(pred, aspect)))
+
+
 def _rows():
     src = "The council approved the budget on Monday. Taxes rise by 2 percent. Schools get new funds."
     return [{"source": src, "candidate_a": "Council approves budget.", "candidate_b": "budget budget budget",
@@ -63,8 +73,8 @@ def test_contrast_pretraining_then_labels_ranks_perturbed_texts_lower(tiny_encod
     better = [{"id": f"b{i}", "source": p["source"], "candidate": p["candidate_a"]} for i, p in enumerate(pairs)]
     worse = [{"id": f"w{i}", "source": p["source"], "candidate": p["candidate_b"]} for i, p in enumerate(pairs)
              if p["candidate_b"].strip()]
-    sb = {r.id: r.scores["quality"] for r in model.score(better)}
-    sw = {r.id: r.scores["quality"] for r in model.score(worse)}
+    sb = _by_id(model.predict(better), "quality")
+    sw = _by_id(model.predict(worse), "quality")
     wins = sum(sb[f"b{k[1:]}"] > v for k, v in sw.items())
     assert wins / len(sw) > 0.6
     assert all(1 < v < 5 for v in list(sb.values()) + list(sw.values()))

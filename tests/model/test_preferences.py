@@ -100,7 +100,7 @@ def test_train_on_pairs_learns_the_order(train_records, test_records, small_mode
                   train_config=TrainConfig(max_epochs=10, frozen_epochs=10, head_lr=3e-3, batch_size=16, seed=3),
                   preferences=table)
     assert model.config.loss == "pairwise"
-    scored = model.score_records(test_records)
+    scored = model.predict(test_records).records
     mean = lambda kind: sum(r["metric.pw.quality"] for r in scored if r["system_id"] == kind) / 12  # noqa: E731
     assert mean("own") > mean("other")
 

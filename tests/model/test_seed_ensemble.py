@@ -15,15 +15,14 @@ from safetensors.torch import load_file, save_file
 
 from csem.model import EvaluationModel, ModelConfig, TrainConfig, train
 from csem.model.evaluation_model import ModelFolderError
-from csem.model.inference import ScoreResult
-from csem.model.scoring import member_mean, model_fingerprint
+from csem.model.scoring import model_fingerprint
 
 SMALL = dict(max_length=40, hidden_sizes=[32], dropout=0.0)
 TC = dict(max_epochs=1, lr=1e-2, head_lr=1e-2, batch_size=16, train_layers=1, feature_prefit_steps=0)
 
 
 def _scores(model, records):
-    return [r.scores["quality"] for r in model.score(records, precision="fp32")]
+    return model.predict(records, precision="fp32").scores["metric.e.quality"]
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +59,8 @@ def test_ensemble_folder_round_trip_and_fingerprint(ensemble, test_records):
     assert model_fingerprint(loaded) == model_fingerprint(model)
     assert model_fingerprint(loaded) != model_fingerprint(loaded.member(0))
     # an empty candidate still gets the scale's minimum, whatever the members say
-    [floor] = loaded.score([{"source": test_records[0]["source"], "candidate": "  "}])
-    assert floor.scores["quality"] == 1.0
+    floor = loaded.predict([{"source": test_records[0]["source"], "candidate": "  "}])
+    assert floor.scores["metric.e.quality"] == [1.0] and floor.std["metric.e.quality"] == [0.0]
 
 
 def test_ensemble_folder_with_a_missing_or_stray_member_is_refused(ensemble, tmp_path):
@@ -80,13 +79,25 @@ def test_ensemble_folder_with_a_missing_or_stray_member_is_refused(ensemble, tmp
         EvaluationModel.load(bad)
 
 
-def test_member_mean_total_variance():
-    runs = [[ScoreResult(id="a", scores={"q": 2.0}, std={"q": 0.3})],
-            [ScoreResult(id="a", scores={"q": 4.0}, std={"q": 0.4})]]
-    [res] = member_mean(runs)
-    assert res.scores["q"] == 3.0
-    assert res.std["q"] == pytest.approx(math.sqrt((0.09 + 0.16) / 2 + 1.0))
-    assert member_mean(runs[:1]) == runs[0]
+def test_ensemble_mc_dropout_std_is_the_total_deviation(ensemble, test_records):
+    """With MC dropout, an ensemble's std is sqrt(mean of the members' MC variances + variance of their
+    means) (law of total variance); one member's is its own MC deviation."""
+    model, _ = ensemble
+    for m in model.members:  # the fixture trains without dropout: give the heads some to sample
+        for mod in m.heads.modules():
+            if isinstance(mod, torch.nn.Dropout):
+                mod.p = 0.3
+    recs = test_records[:4]
+    torch.manual_seed(0)
+    ens = model.predict(recs, mc_dropout=6, precision="fp32")
+    torch.manual_seed(0)  # the same dropout draws, member after member
+    parts = [model.member(i).predict(recs, mc_dropout=6, precision="fp32") for i in range(3)]
+    col = "metric.e.quality"
+    for j in range(len(recs)):
+        means = [p.scores[col][j] for p in parts]
+        var = sum(p.std[col][j] ** 2 for p in parts) / 3 + sum((x - sum(means) / 3) ** 2 for x in means) / 3
+        assert ens.std[col][j] == pytest.approx(math.sqrt(var), rel=1e-4)
+    assert all(s > 0 for s in ens.std[col])
 
 
 def test_members_must_share_a_config(ensemble, tiny_encoder, train_records):
@@ -119,4 +130,6 @@ def test_csem_train_members_then_csem_score(tiny_encoder, train_records, test_re
     assert res.exit_code == 0, res.output
     scored = read_records(tmp_path / "scored.jsonl", required=())
     model = EvaluationModel.load(tmp_path / "m")
-    assert [r["metric.csem.quality"] for r in scored] == pytest.approx(_scores(model, test_records), abs=1e-6)
+    expected = model.predict(test_records, precision="fp32").scores["metric.csem.quality"]
+    assert [r["metric.csem.quality"] for r in scored] == pytest.approx(expected, abs=1e-6)
+    assert all(r["metric.csem.quality.std"] >= 0 for r in scored)  # the members' spread

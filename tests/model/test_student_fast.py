@@ -22,6 +22,16 @@ from csem.model.encoder import build_encoder
 SMALL = dict(max_length=40, hidden_sizes=[32], dropout=0.0)
 
 
+def _col(pred, aspect):
+    """The scores of ``aspect`` (column ``metric.<name>.<aspect>``) of a prediction, in input order."""
+    return pred.scores[next(c for c in pred.columns if c.endswith("." + aspect))]
+
+
+def _by_id(pred, aspect):
+    """``{record id: score of aspect}`` of a prediction."""
+    return dict(zip(pred.ids, _col(pred, aspect)))
+
+
 def test_split_forward_equals_full_forward(tiny_encoder):
     enc = build_encoder("hf", str(tiny_encoder), "mean").eval()
     ids = enc.tokenize(["The cat sat on the mat.", "A much longer sentence about the market falling today."], 32)
@@ -76,10 +86,10 @@ def test_unified_cross_encoder_round_trip(tiny_encoder, train_records, test_reco
     tc = TrainConfig(max_epochs=2, frozen_epochs=0, lr=1e-3, head_lr=1e-3, batch_size=16, train_layers=1, seed=2)
     model = train(train_records, "judge.quality", mode, out_dir=tmp_path / "u", config=cfg, train_config=tc,
                   label_range=(1, 5))
-    direct = {r.id: r.scores["quality"] for r in model.score(test_records, precision="fp32")}
+    direct = _by_id(model.predict(test_records, precision="fp32"), "quality")
     loaded = EvaluationModel.load(tmp_path / "u")
     assert loaded.config.architecture == "unified"
-    again = {r.id: r.scores["quality"] for r in loaded.score(list(reversed(test_records)), precision="fp32")}
+    again = _by_id(loaded.predict(list(reversed(test_records)), precision="fp32"), "quality")
     assert direct.keys() == again.keys()
     assert max(abs(direct[k] - again[k]) for k in direct) < 1e-3
     assert len(set(round(v, 6) for v in direct.values())) > 1  # the candidates are told apart
@@ -237,8 +247,8 @@ def test_lexical_prefit_fits_the_features_and_is_saved(tiny_encoder, train_recor
                   train_config=TrainConfig(max_epochs=1, train_layers=1, seed=2), label_range=(1, 5))
     loaded = EvaluationModel.load(tmp_path / "lex")
     assert loaded.config.feature_set == "lexical" and not torch.all(loaded.module.lex_std == 1)
-    a = [r.scores["quality"] for r in model.score(test_records, precision="fp32")]
-    b = [r.scores["quality"] for r in loaded.score(test_records, precision="fp32")]
+    a = _col(model.predict(test_records, precision="fp32"), "quality")
+    b = _col(loaded.predict(test_records, precision="fp32"), "quality")
     assert max(abs(x - z) for x, z in zip(a, b)) < 1e-4
 
 
@@ -256,10 +266,10 @@ def test_overlap_features_model_round_trip(tiny_encoder, train_records, test_rec
     tc = TrainConfig(max_epochs=2, lr=1e-3, head_lr=1e-3, batch_size=16, train_layers=1, seed=2)
     model = train(train_records, "judge.quality", mode, out_dir=tmp_path / "o", config=cfg, train_config=tc,
                   label_range=(1, 5))
-    direct = {r.id: r.scores["quality"] for r in model.score(test_records, precision="fp32")}
+    direct = _by_id(model.predict(test_records, precision="fp32"), "quality")
     loaded = EvaluationModel.load(tmp_path / "o")
     assert loaded.config.overlap_features
-    again = {r.id: r.scores["quality"] for r in loaded.score(test_records, precision="fp32")}
+    again = _by_id(loaded.predict(test_records, precision="fp32"), "quality")
     assert max(abs(direct[k] - again[k]) for k in direct) < 1e-3
     assert json.loads((tmp_path / "o" / "config.json").read_text())["overlap_features"] is True
     from csem.model.batching import BatchBuilder
@@ -294,8 +304,8 @@ def test_folder_without_feature_set_loads_the_overlap_set(tiny_encoder, train_re
     (tmp_path / "v1" / "config.json").write_text(json.dumps(raw))
     loaded = EvaluationModel.load(tmp_path / "v1")
     assert loaded.config.feature_set == "overlap"
-    before = [r.scores["quality"] for r in model.score(test_records[:6], precision="fp32")]
-    after = [r.scores["quality"] for r in loaded.score(test_records[:6], precision="fp32")]
+    before = _col(model.predict(test_records[:6], precision="fp32"), "quality")
+    after = _col(loaded.predict(test_records[:6], precision="fp32"), "quality")
     assert max(abs(a - b) for a, b in zip(before, after)) < 1e-4
 
 
@@ -314,8 +324,8 @@ def test_folder_without_overlap_field_loads_without_features(tiny_encoder, train
     (tmp_path / "old" / "config.json").write_text(json.dumps(raw))
     loaded = EvaluationModel.load(tmp_path / "old")
     assert loaded.config.overlap_features is False
-    before = [r.scores["quality"] for r in model.score(test_records[:6], precision="fp32")]
-    after = [r.scores["quality"] for r in loaded.score(test_records[:6], precision="fp32")]
+    before = _col(model.predict(test_records[:6], precision="fp32"), "quality")
+    after = _col(loaded.predict(test_records[:6], precision="fp32"), "quality")
     assert max(abs(a - b) for a, b in zip(before, after)) < 1e-4
 
 

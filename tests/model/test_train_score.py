@@ -10,16 +10,20 @@ import pytest
 import torch
 
 from csem.meta.correlation import correlate
-from csem.model import EvaluationModel, ModelConfig, TrainConfig, score, train
+from csem.model import EvaluationModel, ModelConfig, TrainConfig, train
 from csem.model.card import data_hash
 from csem.model.module import EvaluationModule
-from csem.model.inference import predict
 
 SMALL = dict(max_length=40, hidden_sizes=[64], dropout=0.1)  # as in conftest.py
 
 
-def _kendall(results, records):
-    by_id = {r.id: r.scores["quality"] for r in results}
+def _q(pred):
+    """The one score column of a one-aspect prediction, in input order."""
+    return pred.scores[pred.columns[0]]
+
+
+def _kendall(pred, records):
+    by_id = dict(zip(pred.ids, _q(pred)))
     return correlate([by_id[r["id"]] for r in records], [r["judge.quality"] for r in records], level="summary",
                      method="kendall", groups=[r["doc_id"] for r in records]).value
 
@@ -27,15 +31,15 @@ def _kendall(results, records):
 @pytest.mark.slow  # MiniLM: a random encoder cannot learn the order
 def test_training_learns_the_quality_order(trained, test_records, train_records):
     model, _ = trained
-    learned = _kendall(model.score(test_records), test_records)
+    learned = _kendall(model.predict(test_records), test_records)
     torch.manual_seed(0)
     untrained = EvaluationModule(model.config)  # same encoder and head shape, random head
-    baseline = _kendall(predict(untrained, test_records), test_records)
+    baseline = _kendall(EvaluationModel(untrained).predict(test_records), test_records)
     print(f"held-out summary-level Kendall: trained {learned:.3f}, untrained {baseline:.3f}")
     assert learned >= 0.5, learned
     assert learned > baseline + 0.3, (learned, baseline)
     # scores come back on the label scale (1-5; not clipped), not normalised to [0, 1]
-    scores = sorted(r.scores["quality"] for r in model.score(test_records))
+    scores = sorted(_q(model.predict(test_records)))
     assert 1.0 <= scores[len(scores) // 2] <= 5.0 and scores[-1] - scores[0] > 1.5
 
 
@@ -54,22 +58,26 @@ def test_saved_folder_has_no_pickle_and_round_trips(tiny_trained, test_records):
                 assert not (head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05")), \
                     f"{p} looks like a pickle"
     loaded = EvaluationModel.load(folder)
-    a = model.score(test_records, precision="fp32")
-    b = loaded.score(test_records, precision="fp32")
-    assert [r.id for r in a] == [r.id for r in b]
-    assert [r.scores for r in a] == [r.scores for r in b]  # bit-identical
-    # the functional API gives the same
-    assert [r.scores for r in score(test_records, folder, precision="fp32")] == [r.scores for r in a]
+    a = model.predict(test_records, precision="fp32")
+    b = loaded.predict(test_records, precision="fp32")
+    assert a.ids == b.ids
+    assert a.scores == b.scores  # bit-identical
+    assert a.hash == b.hash
+    # the public API's loader gives the same
+    import csem
+
+    assert csem.load_metric(folder).predict(test_records, precision="fp32").scores == a.scores
 
 
 def test_order_and_batch_size_do_not_change_scores(tiny_trained, test_records):
     model, _ = tiny_trained
-    base = {r.id: r.scores["quality"] for r in model.score(test_records, batch_size=64, precision="fp32")}
-    rev = model.score(list(reversed(test_records)), batch_size=64, precision="fp32")
-    assert [r.id for r in rev] == [r["id"] for r in reversed(test_records)]  # results follow the input order
-    assert {r.id: r.scores["quality"] for r in rev} == base  # exactly: the text pool is sorted
-    small = {r.id: r.scores["quality"] for r in model.score(test_records[3:] + test_records[:3], batch_size=3,
-                                                            precision="fp32")}
+    first = model.predict(test_records, batch_size=64, precision="fp32")
+    base = dict(zip(first.ids, _q(first)))
+    rev = model.predict(list(reversed(test_records)), batch_size=64, precision="fp32")
+    assert rev.ids == [r["id"] for r in reversed(test_records)]  # results follow the input order
+    assert dict(zip(rev.ids, _q(rev))) == base  # exactly: the text pool is sorted
+    small_pred = model.predict(test_records[3:] + test_records[:3], batch_size=3, precision="fp32")
+    small = dict(zip(small_pred.ids, _q(small_pred)))
     assert small.keys() == base.keys()
     assert max(abs(small[k] - base[k]) for k in base) < 1e-4
 
@@ -81,10 +89,10 @@ def test_each_source_is_embedded_once(tiny_trained, test_records):
     enc = model.module.encoder
     hook = enc.register_forward_hook(lambda mod, args, out: seen.append(out.shape[0]))
     try:
-        model.score(test_records)
+        model.predict(test_records)
         shared = sum(seen)
         seen.clear()
-        model.score(test_records, share_encodings=False)
+        model.predict(test_records, share_encodings=False)
         naive = sum(seen)
     finally:
         hook.remove()
@@ -94,9 +102,9 @@ def test_each_source_is_embedded_once(tiny_trained, test_records):
     assert naive == 2 * len(test_records)  # a source per candidate
 
 
-def test_score_records_adds_columns_and_keeps_the_rest(tiny_trained, test_records):
+def test_predict_records_add_columns_and_keep_the_rest(tiny_trained, test_records):
     model, _ = tiny_trained
-    rows = model.score_records(test_records[:4], mc_dropout=8)
+    rows = model.predict(test_records[:4], mc_dropout=8).records
     for src, row in zip(test_records[:4], rows):
         score = row["metric.tiny.quality"]  # the mean of the MC-dropout samples
         assert isinstance(score, float) and math.isfinite(score)
@@ -151,17 +159,17 @@ def test_several_references_max_aggregation(train_records, tiny_encoder):
     """ref-based with two references scores as the max over the two single-reference scores."""
     m = _tiny_finetune(train_records[:16], 1, tiny_encoder, mode="ref-based", ref_aggregation="max")
     recs = train_records[:4]
-    both = m.score(recs, precision="fp32")
-    first = m.score([dict(r, reference=r["reference"][0]) for r in recs], precision="fp32")
-    second = m.score([dict(r, reference=r["reference"][1]) for r in recs], precision="fp32")
+    both = _q(m.predict(recs, precision="fp32"))
+    first = _q(m.predict([dict(r, reference=r["reference"][0]) for r in recs], precision="fp32"))
+    second = _q(m.predict([dict(r, reference=r["reference"][1]) for r in recs], precision="fp32"))
     for b, f, s in zip(both, first, second):
-        assert b.scores["quality"] == pytest.approx(max(f.scores["quality"], s.scores["quality"]), abs=1e-5)
+        assert b == pytest.approx(max(f, s), abs=1e-5)
 
 
 @pytest.mark.parametrize("loss,pooling", [("ce", "cls"), ("pairwise", "layerwise-mix")])
 def test_other_losses_and_poolings_train_and_score(train_records, tiny_encoder, loss, pooling):
     m = _tiny_finetune(train_records[:16], 2, tiny_encoder, loss=loss, pooling=pooling)
-    scores = [r.scores["quality"] for r in m.score(train_records[:8])]
+    scores = _q(m.predict(train_records[:8]))
     assert len(scores) == 8 and all(s == s for s in scores)  # no NaN
     if loss == "ce":  # expected value over the 5 star classes stays inside the scale
         assert all(1.0 <= s <= 5.0 for s in scores)
@@ -199,7 +207,7 @@ def test_half_precision_checkpoint_trains_in_fp32(tmp_path, train_records, tiny_
     params = dict(m.module.named_parameters())
     assert all(p.dtype == torch.float32 for p in params.values())
     assert all(torch.isfinite(p).all() for p in params.values())
-    assert all(s.scores["quality"] == s.scores["quality"] for s in m.score(train_records[:4]))
+    assert all(s == s for s in _q(m.predict(train_records[:4])))
 
 
 def test_one_precision_vocabulary_for_training_and_scoring():

@@ -157,8 +157,8 @@ def test_base_relative_folder_stores_only_what_training_changed(tiny_encoder, tr
     full = (initial / "model.safetensors").stat().st_size
     assert (out / "model.safetensors").stat().st_size < full / 2
     again = EvaluationModel.load(out)
-    a = model.score_columns(test_records, name="s")["metric.s.quality"]
-    b = again.score_columns(test_records, name="s")["metric.s.quality"]
+    a = model.predict(test_records, name="s").scores["metric.s.quality"]
+    b = again.predict(test_records, name="s").scores["metric.s.quality"]
     assert max(abs(x - y) for x, y in zip(a, b)) < 0.02
 
 
@@ -172,9 +172,9 @@ def test_the_shipped_student_loads_from_the_package():
     assert model.card["distilled_from"]["judge"] == "llama-cpp:qwen-0.5b"
     source = ("The city council voted on Tuesday to build a new bridge over the river, at a cost of 40 million "
               "dollars. Work starts next spring and should take two years, the mayor said.")
-    scores = model.score_columns([{"source": source, "candidate": c} for c in
-                                  ("The council approved a 40 million dollar bridge; work starts next spring.", "")],
-                                 name="s")["metric.s.relevance"]
+    scores = model.predict([{"source": source, "candidate": c} for c in
+                            ("The council approved a 40 million dollar bridge; work starts next spring.", "")],
+                           name="s").scores["metric.s.relevance"]
     assert 1.0 <= scores[1] < scores[0] <= 5.0
     # loading filled the untrained lower layers from the packaged MiniLM and took the stored top layers
     from csem.model.encoder import build_encoder

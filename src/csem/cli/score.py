@@ -1,5 +1,5 @@
 """``csem score``: score a file with a trained evaluation model (adds ``metric.<name>.<aspect>`` columns)
-through the student's one scoring path (:mod:`csem.model.scoring`)."""
+through the student's one scoring method, [`csem.model.EvaluationModel.predict`][]."""
 
 from __future__ import annotations
 
@@ -40,10 +40,8 @@ def score(
     """
     import torch
 
-    from csem.data.columns import is_score_column
     from csem.data.records import check_output_path, read_records, write_records
     from csem.model import EvaluationModel
-    from csem.model.scoring import add_columns
     from csem.model.features import NEEDS_REFERENCE, NEEDS_SOURCE
 
     if engine == "ray":  # the same scoring path on a Ray cluster (csem.engines.ray; docs/guides/scale.md)
@@ -76,7 +74,6 @@ def score(
     records = read_records(data, columns=column_map(col), required=need)
     if not records:
         raise fail(f"{data}: no rows to score")
-    scores = m.score_columns(records, name=name, batch_size=batch_size, mc_dropout=mc_dropout, precision=precision)
-    rows = add_columns(records, scores)
-    write_records(rows, out)
-    typer.echo(f"wrote {out}: {len(rows)} records scored ({', '.join(c for c in scores if is_score_column(c))})")
+    pred = m.predict(records, name=name, batch_size=batch_size, mc_dropout=mc_dropout, precision=precision)
+    write_records(pred.records, out)
+    typer.echo(f"wrote {out}: {len(pred.records)} records scored ({', '.join(pred.columns)})")

@@ -338,7 +338,7 @@ class Pipeline:
         recs, _ = self.labelled()
         model = EvaluationModel.load(self.run_dir / "model")
         t0 = time.perf_counter()
-        scored = model.score_records(recs)
+        scored = model.predict(recs).records
         seconds = time.perf_counter() - t0
         write_records(scored, self.run_dir / "scored.jsonl")
         return {"rows": len(recs), "seconds": seconds, "samples_per_second": len(recs) / max(seconds, 1e-9)}
@@ -378,14 +378,14 @@ class Pipeline:
                 per_seed[str(seed)] = json.loads((self.run_dir / "meta.json").read_text())
                 continue
             if ensemble is not None and 0 <= seed - own < members:  # a member of the ensemble, alone
-                test = ensemble.member(seed - own).score_records(test_recs)
+                test = ensemble.member(seed - own).predict(test_recs).records
                 per_seed[str(seed)] = agreement_table(test, labels, human_cols=self.cfg.human_cols)
                 continue
             console.print(f"  seed {seed} ...")
             with tempfile.TemporaryDirectory(dir=self.run_dir, prefix=f"seed{seed}.") as tmp:
                 self._fit(recs, Path(tmp) / "model", seed=seed, members=1)
                 model = EvaluationModel.load(Path(tmp) / "model")
-                test = model.score_records(test_recs)
+                test = model.predict(test_recs).records
             per_seed[str(seed)] = agreement_table(test, labels, human_cols=self.cfg.human_cols)
             seconds[str(seed)] = round(time.perf_counter() - t0, 3)
         spread = seed_spread(per_seed)
