@@ -263,3 +263,42 @@ def test_comparison_then_training_on_the_pairs(fake_llm, tiny_encoder, tmp_path)
     assert model.card["labels"] == {"preference_pairs": 12, "loss": "Eq. 3 on judged pairs"}
     with pytest.raises(ValueError, match="--pairs trains on one preference column"):
         csem.train(pairs_file, "judge.coherence", pairs=True, normalise="zscore")
+
+
+def _scored(with_doc: bool = True, with_system: bool = True) -> list[dict]:
+    rows = []
+    for d in range(3):
+        for s in range(4):
+            r = {"id": f"{d}-{s}", "candidate": "text", "human.coherence": float((d + s) % 5),
+                 "metric.m.coherence": float((d * 2 + s) % 5) + 0.1 * s}
+            if with_doc:
+                r["doc_id"] = f"d{d}"
+            if with_system:
+                r["system_id"] = f"s{s}"
+            rows.append(r)
+    return rows
+
+
+def test_evaluate_skips_a_level_the_records_cannot_support_with_a_warning():
+    rows = _scored(with_system=False)
+    with pytest.warns(UserWarning, match="system level skipped: 12 of 12 records have no 'system_id'"):
+        table = csem.evaluate(rows, bootstrap=0)
+    assert set(table["level"]) == {"summary", "dataset"} and table["value"].notna().all()
+    with pytest.warns(UserWarning, match="summary level skipped: no record has a 'doc_id'"):
+        table = csem.evaluate(_scored(with_doc=False), levels=("summary", "dataset"), bootstrap=0)
+    assert set(table["level"]) == {"dataset"} and table["value"].notna().all()
+    with pytest.warns(UserWarning, match="summary level skipped"):  # nothing left: an empty table, no NaN
+        table = csem.evaluate(_scored(with_doc=False), levels=("summary",), bootstrap=0)
+    assert table.empty and list(table.columns)[:4] == ["metric", "column", "aspect", "level"]
+    unique = [dict(r, doc_id=r["id"]) for r in _scored()]  # one record per document: no within-document ranking
+    with pytest.warns(UserWarning, match="no 'doc_id' is shared by two or more records"):
+        csem.evaluate(unique, levels=("summary", "dataset"), bootstrap=0)
+
+
+def test_evaluate_with_every_field_warns_nothing():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        table = csem.evaluate(_scored(), bootstrap=0)
+    assert set(table["level"]) == {"summary", "system", "dataset"}
