@@ -52,45 +52,52 @@ def _shift(markdown: str) -> str:
     return re.sub(r"^(#+) ", lambda m: "#" + m.group(1) + " ", markdown.strip(), flags=re.M)
 
 
-def headline(results_dir: Path) -> str:
-    """The README's table: student vs teacher and trivial baselines, speed vs the judge and COMET."""
+def _join(d: dict, digits: int = 3) -> str:
+    return ", ".join(f"{k} {suite.fmt(v, digits)}" for k, v in d.items())
+
+
+def headline(results_dir: Path, pages: str = "docs/benchmarks/") -> str:
+    """The README's table: the student vs its teacher beside the trivial baselines, and its speed; links to
+    the benchmark pages start with ``pages`` (their folder relative to the page the table is written in)."""
     rows = []
     mj = _results("main_job", results_dir)
     if mj:
-        s, b = mj["student"], mj.get("baselines", {})
-        for aspect, v in s.items():
-            base = ", ".join(f"{k} {suite.fmt(b[k].get(aspect))}" for k in ("length", "extractiveness", "system_prior")
-                             if isinstance(b.get(k), dict) and aspect in b[k])
-            rows.append(["main job (6 held-out articles)", f"student vs judge, {aspect}", suite.fmt(v.get("ensemble")),
-                         base])
-    tp = _results("teacher_pool", results_dir)
-    if tp and tp.get("headline"):
-        h = tp["headline"]
-        rows.append([f"teacher pool ({h['labels']:,} labels)", "student vs judge",
-                     f"{suite.fmt(h['mean'])} ± {suite.fmt(h['sd'])}",
-                     ", ".join(f"{k} {suite.fmt(v)}" for k, v in h["baselines"].items())])
-    ss = _results("student_summeval", results_dir)
-    if ss and ss.get("headline"):
-        h = ss["headline"]
-        rows.append(["SummEval (GPT-4 labels)", "student vs GPT-4, average", f"{suite.fmt(h['mean'])} ± {suite.fmt(h['sd'])}",
-                     ", ".join(f"{k} {suite.fmt(v)}" for k, v in h["baselines"].items())])
-    sp = _results("scoring_speed", results_dir)
-    if sp and sp.get("headline"):
-        h = sp["headline"]
-        rows.append(["scoring speed", "rows/s, " + h["setting"], suite.fmt(h["student"], 1),
-                     ", ".join(f"{k} {suite.fmt(v, 1)}" for k, v in h["others"].items())])
+        ag = mj["agreement"]
+        aspects = " / ".join(ag)
+        base = {k: " / ".join(suite.fmt(d.get("baselines", {}).get(k)) for d in ag.values())
+                for k in ("length", "extractiveness", "system prior")}
+        rows.append([f"[main job]({pages}main_job.md): student vs its judge, {aspects} (summary-level "
+                     "Spearman, held-out articles)", " / ".join(suite.fmt(d.get("model")) for d in ag.values()),
+                     "; ".join(f"{k} {v}" for k, v in base.items())])
+    for name, what in (("teacher_pool", "student vs its judge at {labels:,} labels (test pool)"),
+                       ("student_summeval", "student vs GPT-4 on SummEval, average of 4 aspects")):
+        r = _results(name, results_dir)
+        if r and r.get("headline"):
+            h = r["headline"]
+            rows.append([f"[{name.replace('_', ' ')}]({pages}{name}.md): " + what.format(**h),
+                         f"{suite.fmt(h['mean'])} ± {suite.fmt(h['sd'])}", _join(h["baselines"])])
     ca = _results("cascade", results_dir)
     if ca and ca.get("headline"):
         h = ca["headline"]
-        rows.append(["cascade", h.get("what", "student with deferral to the judge"), suite.fmt(h.get("value")),
-                     h.get("compare", "")])
-    return suite.markdown_table(rows, ["benchmark", "figure", "csem", "beside"])
+        rows.append([f"[cascade]({pages}cascade.md): {h.get('what', '')}", suite.fmt(h.get("value")),
+                     str(h.get("compare", ""))])
+    sp = _results("scoring_speed", results_dir)
+    if sp and sp.get("headline"):
+        h = sp["headline"]
+        beside = dict(h["others"])
+        js = _results("judge_summeval", results_dir)
+        if js and js.get("sample", {}).get("probs"):
+            beside["the 1.5B judge"] = 1 / js["sample"]["probs"]["s_per_judgment"]
+        rows.append([f"[scoring speed]({pages}scoring_speed.md): rows/s, {h['setting']}",
+                     suite.fmt(h["student"], 1), _join(beside, 1)])
+    return suite.markdown_table(rows, ["figure", "csem's student", "beside it"])
 
 
-def figure(name: str, results_dir: Path) -> str:
-    """The generated text of figure ``name``: ``headline``, or benchmark ``name``'s report of its results."""
+def figure(name: str, results_dir: Path, page: Path | None = None) -> str:
+    """The generated text of figure ``name`` for ``page``: ``headline``, or benchmark ``name``'s report."""
     if name == "headline":
-        return headline(results_dir)
+        rel = os.path.relpath(ROOT / "docs" / "benchmarks", (page or ROOT / "README.md").parent)
+        return headline(results_dir, "" if rel == "." else rel + "/")
     results = _results(name, results_dir)
     if results is None:
         return f"*No results yet: `python -m benchmarks run {name}`.*"
@@ -103,7 +110,7 @@ def figures(check: bool, results_dir: Path = suite.RESULTS) -> int:
     for pattern in PAGES:
         for page in sorted(ROOT.glob(pattern)):
             text = page.read_text(encoding="utf-8")
-            new = MARKER.sub(lambda m: m.group(1) + figure(m.group(2), results_dir).rstrip("\n") + "\n" + m.group(4),
+            new = MARKER.sub(lambda m: m.group(1) + figure(m.group(2), results_dir, page).rstrip("\n") + "\n" + m.group(4),
                              text)
             if new != text:
                 stale.append(page.relative_to(ROOT))

@@ -95,5 +95,5 @@ def report(results: dict) -> str:
     timing_rows = [{"step": k, "seconds": v, "records/s": None if k.startswith("meta") else n / max(v, 1e-9)}
                    for k, v in results["timings_s"].items()]
     md += ["## Time", "", markdown_table(timing_rows, ["step", "seconds", "records/s"], digits=1, missing="",
-                                         align="lrr"), "", f"Machine: {results['machine']}."]
+                                         align="lrr"), "", f"Machine: {results.get('machine', 'not recorded')}."]
     return "\n".join(md)

@@ -6,7 +6,7 @@ to a minute) and ``report(results: dict) -> str`` (Markdown). ``python -m benchm
 calls them and [`write_results`][] writes ``benchmarks/results/NAME.json`` and ``NAME.md``; a
 module never writes files itself. Pieces:
 
-* [`BENCHMARKS`][] (name -> one-line description), [`available`][], [`load`][], [`SLOW`][].
+* [`BENCHMARKS`][] (name -> one-line description), [`available`][], [`load`][], [`FAST`][].
 * [`RECIPES`][]: the training recipes the suite names (``csem.train`` keyword arguments).
 * Data through csem's loaders: [`summeval`][], [`summeval_llm_ratings`][]; correlations through the
   one evaluator: [`summary_row`][], [`aspect_rows`][]; tables: ``fmt``, ``markdown_table``.
@@ -54,9 +54,9 @@ BENCHMARKS: dict[str, str] = {
     "scale": "scale out: judging through an OpenAI-compatible server and scoring through Ray Data",
 }
 
-# benchmarks whose quick run loads a real model (GGUF judge, MiniLM, a generator): the slow test tier
-SLOW = frozenset({"main_job", "judge_summeval", "student_summeval", "teacher_pool", "scoring_speed", "apply",
-                  "collect_concurrency", "llama_kernels", "scale", "baselines_summeval"})
+# benchmarks whose quick run loads no model and takes seconds: the fast test tier runs them; every other
+# quick run loads a real model (GGUF judge, MiniLM, a generator) and is in the slow tier
+FAST: frozenset[str] = frozenset()
 
 # the training recipes the suite names: csem.train keyword arguments
 RECIPES: dict[str, dict[str, Any]] = {
@@ -64,7 +64,7 @@ RECIPES: dict[str, dict[str, Any]] = {
     "pool-cv": {"epochs": 3, "lr": 1e-4, "head_lr": 1e-4},  # chosen by grouped CV on the pool's training rows
 }
 
-__all__ = ["ASPECTS", "BENCHMARKS", "CACHE", "POOL", "RECIPES", "RESULTS", "SLOW", "aspect_rows", "available",
+__all__ = ["ASPECTS", "BENCHMARKS", "CACHE", "FAST", "POOL", "RECIPES", "RESULTS", "aspect_rows", "available",
            "fmt", "load", "log", "machine", "markdown_table", "now", "summary_row", "summeval",
            "summeval_llm_ratings", "threads", "write_results"]
 
