@@ -236,7 +236,7 @@ def main() -> int:
             else:
                 m = fit([r for r in rows if r.get("judge.coherence") is not None], "judge.coherence", "ref-free",
                         config=cfg, train_config=tc, label_range=(1, 5) if name == "stars" else (0, 100))
-            scored = m.score_records(test, name="student", batch_size=32)
+            scored = m.predict(test, name="student", batch_size=32).records
             vs_experts.append(corr(scored, "metric.student.coherence"))
             if judge_stars:
                 sj = [dict(r, **{"judge.stars": judge_stars.get(r["id"])}) for r in scored if r["id"] in judge_stars]

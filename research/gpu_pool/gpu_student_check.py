@@ -70,9 +70,9 @@ def main() -> int:
         train_s = time.perf_counter() - t0
         g = EvaluationModel.load(work / run, device=device)
         t0 = time.perf_counter()
-        scored = g.score_records(te, precision="fp32")
+        scored = g.predict(te, precision="fp32").records
         score_s = time.perf_counter() - t0
-        c = EvaluationModel.load(work / run, device="cpu").score_records(te, precision="fp32")
+        c = EvaluationModel.load(work / run, device="cpu").predict(te, precision="fp32").records
         diff = max(abs(a[f"metric.csem.{x}"] - b[f"metric.csem.{x}"]) for a, b in zip(scored, c)
                    for x in ("coherence", "relevance"))
         agree = {f"{r['aspect']}/{r['level']}": r["spearman"] for r in agreement_table(scored, COLS)}

@@ -52,7 +52,7 @@ def gate_on_off(run_dir: Path, test: list[dict], labels: list[str]) -> dict:
             for member in model.members:
                 if member.gate is not None:
                     member.gate.fitted.zero_()
-        cols = model.score_columns(test, name="student")
+        cols = model.predict(test, name="student").scores
         scores[setting] = cols
         out[setting] = {}
         for label in labels:

@@ -145,7 +145,7 @@ def train_and_score(pipe, train: list[dict], test: list[dict], labels: list[str]
     secs = time.perf_counter() - t0
 
     def correlations(m) -> dict[str, float | None]:
-        cols = m.score_columns(test, name="student")
+        cols = m.predict(test, name="student").scores
         res = {}
         for label in labels:
             aspect = label.rsplit(".", 1)[-1]
@@ -171,7 +171,7 @@ def initial_as_is(test: list[dict], labels: list[str]) -> dict[str, float | None
     from csem.model import EvaluationModel
 
     model = EvaluationModel.load(INIT)
-    cols = model.score_columns(test, name="init")
+    cols = model.predict(test, name="init").scores
     res = {}
     for label in labels:
         aspect = label.rsplit(".", 1)[-1]

@@ -251,7 +251,7 @@ def main() -> int:
                     train_config=train_cfg.model_copy(update={"seed": seed}), label_range=tr.label_range,
                     lower_cache=lower_cache if train_cfg.train_layers else None)
         train_s = time.perf_counter() - t0
-        scored = model.score_records(test_recs, name="student", batch_size=32)
+        scored = model.predict(test_recs, name="student", batch_size=32).records
         if combine == "heads":
             from csem.model.validation import aspect_name
 

@@ -120,7 +120,7 @@ def main() -> None:
     train_s = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    scored = model.score_records(test_recs)
+    scored = model.predict(test_recs).records
     score_s = time.perf_counter() - t0
     name = model.config.name
     result = {"train_docs": args.train_docs, "test_docs": args.test_docs, "n_train_docs": len(train_docs),

@@ -151,13 +151,13 @@ def as_is(recs: list[dict]) -> list[dict]:
 
     model = EvaluationModel.load(INIT)
     (aspect,) = [spec.aspect for spec in model.config.labels]
-    res = model.score(recs, precision="fp32")
-    return [dict(r, **{f"metric.s.{a}": x.scores[aspect] for a in ASPECTS}) for r, x in zip(recs, res)]
+    res = model.predict(recs, aspects=[aspect], precision="fp32")
+    values = res.scores[res.columns[0]]
+    return [dict(r, **{f"metric.s.{a}": x for a in ASPECTS}) for r, x in zip(recs, values)]
 
 
 def score(model, recs: list[dict], precision: str = "fp32") -> list[dict]:
-    res = model.score(recs, precision=precision)
-    return [dict(r, **{f"metric.s.{a}": x.scores[a] for a in ASPECTS}) for r, x in zip(recs, res)]
+    return model.predict(recs, aspects=list(ASPECTS), precision=precision, name="s").records
 
 
 def stats(values: list[float]) -> dict:
@@ -530,12 +530,14 @@ def sanity_for(model, test: list[dict], seed: int) -> dict:
     real = {r["id"]: r for r in score(model, [dict(r) for r in test])}
     deg = score(model, recs)
     # what the network alone gives empty / whitespace candidates (the scoring path floors them by rule)
-    from csem.model.inference import predict
+    from csem.model.inference import head_scores
 
     raw_idx = [i for i, (_, c) in enumerate(meta) if c in ("empty", "whitespace")]
-    for i, res in zip(raw_idx, predict(model.module, [recs[i] for i in raw_idx], precision="fp32")):
+    raw, _ = head_scores([model.module], [recs[i] for i in raw_idx], precision="fp32")
+    heads = model.config.aspects
+    for row, i in enumerate(raw_idx):
         meta.append((meta[i][0], meta[i][1] + " (network, no floor)"))
-        deg.append(dict(recs[i], **{f"metric.s.{a}": res.scores[a] for a in ASPECTS}))
+        deg.append(dict(recs[i], **{f"metric.s.{a}": float(raw[0, row, heads.index(a)]) for a in ASPECTS}))
     out: dict = {}
     for (d, case), r in zip(meta, deg):
         for a in ASPECTS:
@@ -722,13 +724,13 @@ def stage_speed(b: Bench, test) -> None:
         return
     b.touched.add("gate_speed")
     recs = [dict(r) for r in test]
-    model.score(recs[:8], precision="fp32")  # warm-up
+    model.predict(recs[:8], precision="fp32")  # warm-up
     best = {"with the gate": float("inf"), "gate removed": float("inf")}
     for _ in range(b.args.repeats):  # interleaved: both see the same machine load
         for key, g in (("with the gate", gate), ("gate removed", None)):
             model.module.gate = g
             t0 = time.perf_counter()
-            model.score(recs, batch_size=32, precision="fp32")
+            model.predict(recs, batch_size=32, precision="fp32")
             best[key] = min(best[key], time.perf_counter() - t0)
     model.module.gate = gate
     out = {k: {"seconds": v, "samples_per_s": len(recs) / v} for k, v in best.items()}

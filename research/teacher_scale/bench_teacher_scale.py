@@ -209,7 +209,7 @@ def fit_student(train: list[dict], col: str, seed: int, threads: int, lower_cach
 
 def student_scores(model, test: list[dict]) -> list[float]:
     """The student's score of each ``test`` record (its one aspect), in order."""
-    cols = model.score_columns(test, name="student")
+    cols = model.predict(test, name="student").scores
     (mcol,) = [c for c in cols if not c.endswith(".std")]
     return list(cols[mcol])
 

@@ -64,7 +64,7 @@ def stage_syscv(b: Bench, train: list[dict], test: list[dict]) -> None:
         for held, (tr, dv) in zip(folds, splits):
             cfg, tc = configs(name, args, cv_epochs(b, name))
             model, _ = train_student(tr, [f"judge.{a}" for a in ASPECTS], cfg, tc)
-            sc = model.score_records(dv, name="s", batch_size=32)
+            sc = model.predict(dv, name="s", batch_size=32).records
             res.setdefault(name, []).append(
                 (aspect_rows(sc, lambda a: "metric.s." + a, human=lambda a: f"judge.{a}")["average"]["spearman"],
                  aspect_rows(sc, lambda a: "metric.s." + a)["average"]["spearman"]))

@@ -22,7 +22,7 @@ def stage_students(b: Bench, train, test) -> None:
         cfg, tc = configs(name, args, cv_epochs(b, name))
         model, secs = train_student(train, [f"judge.{a}" for a in ASPECTS], cfg, tc)
         t0 = time.perf_counter()
-        scored = model.score_records(test, name="s", batch_size=32)
+        scored = model.predict(test, name="s", batch_size=32).records
         b.data["correlations"][label] = row_of(scored, "metric.s")
         b.data["runs"][label] = {"train_s": secs, "score_s": time.perf_counter() - t0, "epochs": tc.max_epochs,
                                  "seconds_per_epoch": secs / tc.max_epochs}
@@ -40,7 +40,7 @@ def stage_students(b: Bench, train, test) -> None:
             continue
         cfg, tc = configs(chosen, args, cv_epochs(b, chosen), **override)
         model, secs = train_student(train, [f"judge.{a}" for a in ASPECTS], cfg, tc)
-        b.data["correlations"][label] = row_of(model.score_records(test, name="s", batch_size=32), "metric.s")
+        b.data["correlations"][label] = row_of(model.predict(test, name="s", batch_size=32).records, "metric.s")
         b.data["runs"][label] = {"train_s": secs, "epochs": tc.max_epochs, "seconds_per_epoch": secs / tc.max_epochs}
         log(f"{label}: {b.data['correlations'][label]['average']} ({secs:.0f} s)")
         update_verdict(b)
@@ -49,7 +49,7 @@ def stage_students(b: Bench, train, test) -> None:
     if args.ceiling and not (args.resume and label in b.data["correlations"]):
         cfg, tc = configs(chosen, args, cv_epochs(b, chosen))
         model, secs = train_student(train, [f"human.{a}" for a in ASPECTS], cfg, tc)
-        b.data["correlations"][label] = row_of(model.score_records(test, name="s"), "metric.s")
+        b.data["correlations"][label] = row_of(model.predict(test, name="s").records, "metric.s")
         b.data["runs"][label] = {"train_s": secs, "epochs": tc.max_epochs}
         b.save()
 
@@ -82,7 +82,7 @@ def stage_disjoint(b: Bench, train, test) -> None:
             continue
         cfg, tc = configs(name, args, cv_epochs(b, name))
         model, secs = train_student(tr, [f"judge.{a}" for a in ASPECTS], cfg, tc)
-        rows[label] = row_of(model.score_records(te, name="s"), "metric.s")
+        rows[label] = row_of(model.predict(te, name="s").records, "metric.s")
         log(f"{label}: {rows[label]['average']} ({secs:.0f} s)")
         b.save()
 
@@ -101,7 +101,7 @@ def stage_curve(b: Bench, train, test) -> None:
         sub = split_docs(train, 0, n)
         cfg, tc = configs(name, args, cv_epochs(b, name))
         model, secs = train_student(sub, [f"judge.{a}" for a in ASPECTS], cfg, tc)
-        avg = row_of(model.score_records(test, name="s"), "metric.s")["average"]
+        avg = row_of(model.predict(test, name="s").records, "metric.s")["average"]
         b.data["learning_curve"].append({"recipe": name, "docs": n, "records": len(sub), **avg, "train_s": secs})
         log(f"curve {n} docs: {avg}")
         b.save()

@@ -31,11 +31,11 @@ def stage_throughput(b: Bench, train, test) -> None:
         cfg = ModelConfig(name="s", encoder=args.encoder, architecture=arch, max_length=ml, source_max_length=sml,
                           labels=labels)
         model = EvaluationModel(EvaluationModule(cfg).eval())
-        model.score(sub[:4], precision="fp32")
+        model.predict(sub[:4], precision="fp32")
         best = math.inf
         for _ in range(args.repeats):
             t0 = time.perf_counter()
-            model.score(sub, batch_size=32, precision="fp32")
+            model.predict(sub, batch_size=32, precision="fp32")
             best = min(best, time.perf_counter() - t0)
         t[name] = {"seconds": best, "samples_per_s": len(sub) / best}
         log(f"throughput {name}: {len(sub) / best:.2f}/s")
