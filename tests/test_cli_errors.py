@@ -18,14 +18,45 @@ def _invoke(*args, env=None):
 
 
 def test_exit_code_table():
+    """Exit codes by origin: only what csem raises on purpose for bad input (InputError) is exit 2; a
+    plain ValueError, KeyError, RuntimeError or TypeError is a bug (None: traceback, exit 1)."""
+    from csem.errors import InputError, MissingInputError
+    from csem.llm import BackendError
+
     assert exit_code(RecordError("f.jsonl", 3, "source", "missing")) == 2
-    assert exit_code(KeyError("no column")) == 2 and error_message(KeyError("no column")) == "no column"
+    assert exit_code(InputError("bad option")) == 2
+    assert exit_code(MissingInputError("no column")) == 2 and error_message(MissingInputError("no column")) == "no column"
     assert exit_code(FileNotFoundError(2, "No such file or directory", "x.jsonl")) == 2
     assert error_message(FileNotFoundError(2, "No such file or directory", "x.jsonl")) == "x.jsonl: No such file or directory"
     assert exit_code(IsADirectoryError(21, "Is a directory", "d")) == 2
-    assert exit_code(RuntimeError("a backend that cannot be reached")) == 1  # BackendError is a RuntimeError
+    assert exit_code(BackendError("a backend that cannot be reached")) == 1
     assert exit_code(PermissionError(13, "Permission denied", "out.jsonl")) == 1
-    assert exit_code(TypeError("a bug")) is None  # bugs keep their traceback
+    for bug in (TypeError("a bug"), ValueError("expected sequence of length 41 at dim 1 (got 28)"), KeyError("x"),
+                RuntimeError("shape mismatch")):
+        assert exit_code(bug) is None  # bugs keep their traceback
+
+
+def test_an_internal_value_error_is_a_bug_not_bad_input(tmp_path, monkeypatch):
+    """An exception csem did not raise on purpose (here an internal ValueError injected into scoring, as
+    torch's "expected sequence of length ..." was) shows its traceback and ``csem: internal error``, exit
+    1, not the one-line bad-input error with exit 2; the same path with bad input still exits 2."""
+    import importlib
+
+    ev = importlib.import_module("csem.meta.evaluate")
+
+    def broken(*a, **k):
+        raise ValueError("expected sequence of length 41 at dim 1 (got 28)")
+
+    data = write_records([{"id": str(i), "doc_id": str(i // 2), "system_id": f"s{i % 2}", "candidate": f"c{i}",
+                           "human.coherence": float(i % 3), "metric.m": float(i)} for i in range(6)],
+                         tmp_path / "h.jsonl")
+    code, out = _invoke("meta-eval", "--data", data, "--bootstrap", "0", "--metric", "metric.nothing")
+    assert code == 2 and "csem: error:" in out and "Traceback" not in out, out  # bad input, on purpose
+    monkeypatch.setattr(ev, "ScoreTable", type("Broken", (), {"build": staticmethod(broken)}))
+    code, out = _invoke("meta-eval", "--data", data, "--bootstrap", "0")
+    assert code == 1, out
+    assert "Traceback" in out and "ValueError: expected sequence of length 41" in out, out
+    assert "csem: internal error: ValueError" in out and "csem: error:" not in out, out
 
 
 @pytest.fixture()

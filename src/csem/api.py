@@ -22,6 +22,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from csem.errors import InputError
+
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
@@ -235,7 +237,7 @@ def evaluate(data: Any, metrics: Sequence[str] | None = None, humans: Sequence[s
     metrics = list(metrics) if metrics else score_columns(records, PREDICTION_KINDS)
     humans = list(humans) if humans else score_columns(records, ("human",))
     if not metrics or not humans:
-        raise ValueError(f"nothing to correlate: score columns {metrics}, human columns {humans}")
+        raise InputError(f"nothing to correlate: score columns {metrics}, human columns {humans}")
     return meta_evaluate(records, metrics, humans, levels=supported_levels(records, levels), methods=methods,
                          bootstrap=bootstrap, seed=seed)
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from csem.apply.metrics import Metric
 from csem.apply.reranking import group_sources
+from csem.errors import InputError
 
 
 @dataclass
@@ -42,7 +43,7 @@ def mbr_select(records: Sequence[Mapping[str, Any]], utility: Metric) -> MBRResu
         ValueError: the utility does not use references (MBR would be argmax of a constant per row).
     """
     if not utility.needs_reference:
-        raise ValueError(f"MBR needs a reference-based utility; '{utility.name}' does not read references")
+        raise InputError(f"MBR needs a reference-based utility; '{utility.name}' does not read references")
     keys, index = group_sources(records)
     scored = [dict(r) for r in records]
     chosen = []

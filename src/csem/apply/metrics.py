@@ -25,6 +25,8 @@ import threading
 from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
+from csem.errors import InputError
+
 
 Scores = dict[str, list["float | None"]]
 
@@ -84,7 +86,7 @@ class StudentMetric:
         self.model = model if isinstance(model, EvaluationModel) else EvaluationModel.load(model)
         self.aspects = check_aspects(self.model, aspects, where=f"model {model}")
         if degenerate not in DEGENERATE_MODES:
-            raise ValueError(f"unknown degenerate-text handling '{degenerate}'; choose from {DEGENERATE_MODES}")
+            raise InputError(f"unknown degenerate-text handling '{degenerate}'; choose from {DEGENERATE_MODES}")
         self.metric_name = name or self.model.config.name
         self.name = str(model) if not isinstance(model, EvaluationModel) else self.metric_name
         self.columns = [metric_column(self.metric_name, a) for a in self.aspects]
@@ -174,7 +176,7 @@ class BaselineMetric:
         from csem.baselines import BASELINES
 
         if name not in BASELINES:
-            raise ValueError(f"unknown metric '{name}': not a baseline ({', '.join(BASELINES)}), "
+            raise InputError(f"unknown metric '{name}': not a baseline ({', '.join(BASELINES)}), "
                              "a judge ('judge:RUBRIC@URI') or an existing student folder")
         self.name, self.multi_ref = name, multi_ref
         from csem.data.columns import metric_column
@@ -216,7 +218,7 @@ def load_metric(spec: Any, *, judge_cache: str | Path | None = None, **options: 
     if spec.startswith("judge:"):
         body = spec[len("judge:"):]
         if "@" not in body:
-            raise ValueError(f"judge metric '{spec}': write judge:RUBRIC[+RUBRIC]@URI, "
+            raise InputError(f"judge metric '{spec}': write judge:RUBRIC[+RUBRIC]@URI, "
                              "e.g. judge:geval/summeval-coherence@local")
         rubrics, uri = body.rsplit("@", 1)
         return JudgeMetric(uri, [r for r in rubrics.split("+") if r], cache=judge_cache, **options)
@@ -227,7 +229,7 @@ def load_metric(spec: Any, *, judge_cache: str | Path | None = None, **options: 
         try:
             return StudentMetric(Path(path).expanduser(), [a for a in aspects.split("+") if a] or None, **options)
         except ModelFolderError as exc:
-            raise ValueError(str(exc)) from exc
+            raise InputError(str(exc)) from exc
     return BaselineMetric(spec)
 
 
@@ -247,10 +249,10 @@ def score_all(metrics: Sequence[Metric], records: Sequence[Mapping[str, Any]]) -
         if m.needs_reference:
             for i, r in enumerate(records):
                 if not references_of(r):
-                    raise ValueError(f"metric '{m.name}' is reference-based: record "
+                    raise InputError(f"metric '{m.name}' is reference-based: record "
                                      f"'{r.get('id', i)}' has no 'reference'")
         for col, values in m.score(records).items():
             if col in out:
-                raise ValueError(f"two metrics write the column '{col}'")
+                raise InputError(f"two metrics write the column '{col}'")
             out[col] = values
     return out

@@ -25,6 +25,7 @@ import numpy as np
 
 from csem.apply.metrics import Metric, Scores, score_all
 from csem.data.columns import is_score_column
+from csem.errors import InputError
 
 NORMALIZATIONS = ("none", "zscore")
 
@@ -56,7 +57,7 @@ def group_sources(records: Sequence[Mapping[str, Any]]) -> tuple[list[str], list
         key = r.get("doc_id")
         if key is None:
             if not isinstance(r.get("source"), str):
-                raise ValueError(f"record '{r.get('id', i)}' has neither 'doc_id' nor 'source': "
+                raise InputError(f"record '{r.get('id', i)}' has neither 'doc_id' nor 'source': "
                                  "cannot tell which N-best list it belongs to")
             key = "source:" + r["source"]
         groups.setdefault(str(key), []).append(i)
@@ -79,10 +80,10 @@ def build_nbest(records: Sequence[Mapping[str, Any]], columns: Sequence[str], no
         ValueError: unknown ``normalize``, or a column that no record has.
     """
     if normalize not in NORMALIZATIONS:
-        raise ValueError(f"unknown normalisation '{normalize}'; choose from {NORMALIZATIONS}")
+        raise InputError(f"unknown normalisation '{normalize}'; choose from {NORMALIZATIONS}")
     for c in columns:
         if not any(c in r for r in records):
-            raise ValueError(f"score column '{c}' is in none of the {len(records)} records")
+            raise InputError(f"score column '{c}' is in none of the {len(records)} records")
     keys, index = group_sources(records)
     feats = []
     for idx in index:
@@ -147,7 +148,7 @@ def check_finite(weights: Sequence[float], columns: Sequence[str], what: str = "
     """
     bad = [(c, w) for c, w in zip(columns, weights) if not math.isfinite(float(w))]
     if bad:
-        raise ValueError(f"{what}: " + ", ".join(f"'{c}' has weight {w}" for c, w in bad)
+        raise InputError(f"{what}: " + ", ".join(f"'{c}' has weight {w}" for c, w in bad)
                          + "; every weight must be a finite number")
 
 
@@ -176,17 +177,17 @@ def _parse_weights(weights: Any, columns: Sequence[str]) -> np.ndarray:
     if isinstance(weights, Mapping):
         unknown = [k for k in weights if k not in columns]
         if unknown:
-            raise ValueError(f"weights name column(s) {unknown} that no metric writes; columns: {list(columns)}")
+            raise InputError(f"weights name column(s) {unknown} that no metric writes; columns: {list(columns)}")
         try:
             return np.array([float(weights.get(c, 0.0)) for c in columns])
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"weights must be numbers: {exc}") from exc
+            raise InputError(f"weights must be numbers: {exc}") from exc
     try:
         w = np.array([float(x) for x in weights])
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"weights must be numbers: {exc}") from exc
+        raise InputError(f"weights must be numbers: {exc}") from exc
     if len(w) != len(columns):
-        raise ValueError(f"{len(w)} weight(s) for {len(columns)} score column(s) {list(columns)}")
+        raise InputError(f"{len(w)} weight(s) for {len(columns)} score column(s) {list(columns)}")
     return w
 
 
@@ -267,6 +268,6 @@ def score_specs(records: Sequence[Mapping[str, Any]], specs: str | Sequence[Any]
             cols = list(scores)
         for c in cols:
             if c in columns:
-                raise ValueError(f"two metrics write the column '{c}'")
+                raise InputError(f"two metrics write the column '{c}'")
             columns.append(c)
     return rows, columns

@@ -12,22 +12,37 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from csem.errors import InputError
+
+
+def _content(message: Mapping) -> str:
+    """A chat message's text: its ``content`` string; ``None`` or no content is empty text (a refused
+    or tool-calling turn), a list of parts (``[{"type": "text", "text": ...}]``) their texts joined."""
+    c = message.get("content")
+    if c is None:
+        return ""
+    if isinstance(c, list):
+        return "".join(str(p.get("text") or "") if isinstance(p, Mapping) else str(p) for p in c)
+    return str(c)
+
 
 def _text(x: Any) -> str:
     """Plain text of a TRL prompt/completion: a string, or the content of a chat message list
-    (the completion's assistant turn; for a prompt, the last user turn)."""
+    (the completion's assistant turn; for a prompt, the last user turn); ``None`` content is empty text."""
+    if x is None:
+        return ""
     if isinstance(x, str):
         return x
     if isinstance(x, Mapping):
-        return str(x.get("content", ""))
+        return _content(x)
     if isinstance(x, Sequence):
         msgs = [m for m in x if isinstance(m, Mapping)]
         users = [m for m in msgs if m.get("role") == "user"]
         pick = users[-1] if users else (msgs[-1] if msgs else None)
         if len(msgs) == len(x) and any(m.get("role") == "assistant" for m in msgs):
             pick = [m for m in msgs if m.get("role") == "assistant"][-1]
-        return "" if pick is None else str(pick.get("content", ""))
-    raise ValueError(f"cannot read text from a {type(x).__name__}")
+        return "" if pick is None else _content(pick)
+    raise InputError(f"cannot read text from a {type(x).__name__}")
 
 
 class TRLReward:
@@ -55,12 +70,12 @@ class TRLReward:
         elif isinstance(weights, Mapping):
             unknown = [a for a in weights if a not in aspects_kept and a not in cols]
             if unknown:
-                raise ValueError(f"weights for unknown aspect(s) {unknown}; the reward uses {aspects_kept}")
+                raise InputError(f"weights for unknown aspect(s) {unknown}; the reward uses {aspects_kept}")
             self.weights = {c: _number(weights.get(a, weights.get(c, 0.0))) for c, a in zip(cols, aspects_kept)}
         else:
             w = [_number(x) for x in weights]
             if len(w) != len(cols):
-                raise ValueError(f"{len(w)} weight(s) for {len(cols)} aspect(s) {aspects_kept}")
+                raise InputError(f"{len(w)} weight(s) for {len(cols)} aspect(s) {aspects_kept}")
             self.weights = dict(zip(cols, w))
         check_finite(list(self.weights.values()), list(self.weights), "TRL reward weights")
         self.floor = float(sum(w * self.metric.scales[c][0] for c, w in self.weights.items()))
@@ -88,22 +103,22 @@ class TRLReward:
                 empty or NUL-containing source or reference (names the record).
         """
         if completions is None:
-            raise ValueError("TRL reward: no completions")
+            raise InputError("TRL reward: no completions")
         n = len(completions)
         for what, values in (("prompts", prompts), (self.source_key, kwargs.get(self.source_key)),
                              (self.reference_key, kwargs.get(self.reference_key))):
             if values is not None and len(values) != n:
-                raise ValueError(f"TRL reward: {len(values)} {what} for {n} completions; "
+                raise InputError(f"TRL reward: {len(values)} {what} for {n} completions; "
                                  "give one per completion")
         sources = kwargs.get(self.source_key)
         if sources is None and prompts is not None:
             sources = [_text(p) for p in prompts]
         if sources is None and self.metric.needs_source:
-            raise ValueError(f"TRL reward: the student {self.metric.name} (mode '{self.metric.mode}') reads the "
+            raise InputError(f"TRL reward: the student {self.metric.name} (mode '{self.metric.mode}') reads the "
                              f"source: pass prompts or a '{self.source_key}' column")
         refs = kwargs.get(self.reference_key)
         if self.metric.needs_reference and refs is None:
-            raise ValueError(f"the student {self.metric.name} is reference-based: pass a "
+            raise InputError(f"the student {self.metric.name} is reference-based: pass a "
                              f"'{self.reference_key}' column in the dataset")
         records = []
         for i, c in enumerate(completions):
@@ -123,7 +138,7 @@ def _number(x: Any) -> float:
     try:
         return float(x)
     except (TypeError, ValueError):
-        raise ValueError(f"TRL reward weights must be numbers, got {x!r}") from None
+        raise InputError(f"TRL reward weights must be numbers, got {x!r}") from None
 
 
 def trl_reward(model_dir: str | Path | Any, aspects: Sequence[str] | None = None,

@@ -53,6 +53,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
 
 from csem.apply.metrics import Metric
+from csem.errors import InputError
 
 MAX_RECORDS_PER_REQUEST = 512
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -80,10 +81,10 @@ class ServerLimits:
     def __post_init__(self) -> None:
         for k, v in asdict(self).items():
             if not isinstance(v, int) or v < 1:
-                raise ValueError(f"server limit {k} must be a positive integer, got {v!r}")
+                raise InputError(f"server limit {k} must be a positive integer, got {v!r}")
 
 
-class RequestError(ValueError):
+class RequestError(InputError):
     """A request that cannot be scored; ``status`` is its HTTP code (422 by default), ``record`` and
     ``field`` name the record (``records[i]``) and field at fault where there is one."""
 

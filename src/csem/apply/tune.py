@@ -31,6 +31,7 @@ from typing import Sequence
 import numpy as np
 
 from csem.apply.reranking import argmax_choice
+from csem.errors import InputError
 
 
 def clean_lists(features: Sequence[np.ndarray], gains: Sequence[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray], int]:
@@ -223,9 +224,9 @@ def mert(features: Sequence[np.ndarray], gains: Sequence[np.ndarray], *, start: 
         ValueError: no N-best lists, or ``restarts < 1``.
     """
     if not features:
-        raise ValueError("MERT needs at least one dev N-best list with scores")
+        raise InputError("MERT needs at least one dev N-best list with scores")
     if restarts < 1:
-        raise ValueError("restarts must be >= 1")
+        raise InputError("restarts must be >= 1")
     t0 = time.perf_counter()
     k = features[0].shape[1]
     rng = np.random.default_rng(seed)
@@ -269,7 +270,7 @@ def random_search(features: Sequence[np.ndarray], gains: Sequence[np.ndarray], *
         :class:`TuneResult` (method ``random``).
     """
     if not features:
-        raise ValueError("random search needs at least one dev N-best list with scores")
+        raise InputError("random search needs at least one dev N-best list with scores")
     t0 = time.perf_counter()
     k = features[0].shape[1]
     rng = np.random.default_rng(seed)
@@ -306,13 +307,13 @@ def load_weights_file(path: str | Path) -> tuple[dict[str, float], str | None]:
         data = json.loads(path.read_text(encoding="utf-8"))
         columns, weights = list(data["columns"]), list(data["weights"])
     except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: not a weights file written by `csem tune-weights` ({exc})") from exc
+        raise InputError(f"{path}: not a weights file written by `csem tune-weights` ({exc})") from exc
     if len(columns) != len(weights):
-        raise ValueError(f"{path}: {len(weights)} weight(s) for {len(columns)} column(s) {columns}")
+        raise InputError(f"{path}: {len(weights)} weight(s) for {len(columns)} column(s) {columns}")
     try:
         values = [float(w) for w in weights]
     except (TypeError, ValueError):
-        raise ValueError(f"{path}: weights must be numbers, got {weights}") from None
+        raise InputError(f"{path}: weights must be numbers, got {weights}") from None
     check_finite(values, columns, f"{path}")
     return dict(zip(columns, values)), data.get("normalize")
 
@@ -327,7 +328,7 @@ def check_weights_cover(path: str | Path, weights: dict[str, float], columns: li
     """
     missing = [c for c in columns if c not in weights]
     if missing:
-        raise ValueError(f"{path}: no weight for score column(s) {missing}; the file weighs {list(weights)} "
+        raise InputError(f"{path}: no weight for score column(s) {missing}; the file weighs {list(weights)} "
                          "(tune the weights for these metrics with `csem tune-weights`)")
 
 
@@ -364,13 +365,13 @@ def tune_weights_report(records: Sequence[dict], metrics: str | Sequence, object
     rows, columns = score_specs(records, metrics, judge_cache=judge_cache)
     rows, obj_name = objective_gains(rows, objective, judge_cache=judge_cache)
     if "tune.gain" in columns:
-        raise ValueError("the objective cannot also be a feature")
+        raise InputError("the objective cannot also be a feature")
     nb = build_nbest(rows, columns, normalize)
     gains = [np.array([np.nan if rows[i]["tune.gain"] is None else rows[i]["tune.gain"] for i in idx], dtype=float)
              for idx in nb.index]
     feats, gs, dropped = clean_lists(nb.features, gains)
     if not feats:
-        raise ValueError("no dev N-best list has a candidate with every score and an objective value")
+        raise InputError("no dev N-best list has a candidate with every score and an objective value")
     m = mert(feats, gs, restarts=restarts, random_directions=directions, seed=seed)
     rs = random_search(feats, gs, budget=m.evaluations, seed=seed)
     rs_lines = random_search(feats, gs, budget=max(1, m.line_searches), seed=seed)

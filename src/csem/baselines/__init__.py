@@ -24,6 +24,7 @@ from csem.baselines.prior import system_prior
 from csem.baselines.rouge import rouge, rouge_scores
 from csem.baselines.sacrebleu_metrics import bleu, chrf
 from csem.data.columns import format_column
+from csem.errors import InputError
 
 BASELINES: dict[str, Callable[[Sequence[Mapping]], list[float]]] = {
     "rouge1": lambda recs: rouge(recs, "rouge1"),
@@ -54,7 +55,7 @@ def compute_baselines(records: Sequence[dict], names: Sequence[str], *, multi_re
     """
     unknown = [n for n in names if n not in BASELINES]
     if unknown:
-        raise ValueError(f"unknown baseline(s) {unknown}; choose from {list(BASELINES)}")
+        raise InputError(f"unknown baseline(s) {unknown}; choose from {list(BASELINES)}")
     cols = []
     rouge_names = [n for n in names if n.startswith("rouge")]
     cached = rouge_scores(records, rouge_names, reduce=multi_ref) if rouge_names else {}  # one tokenisation pass

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from csem.data.records import references_of
+from csem.errors import InputError
 
 REDUCTIONS = ("max", "mean")
 
@@ -21,10 +22,10 @@ def candidates_and_references(records: Sequence[Mapping], metric: str) -> tuple[
         rid = r.get("id", i)
         cand = r.get("candidate")
         if not isinstance(cand, str):
-            raise ValueError(f"{metric}: record {rid!r} has no 'candidate' string")
+            raise InputError(f"{metric}: record {rid!r} has no 'candidate' string")
         rr = [x for x in references_of(r) if isinstance(x, str) and x.strip()]
         if not rr:
-            raise ValueError(f"{metric} is reference-based: record {rid!r} has no 'reference'")
+            raise InputError(f"{metric} is reference-based: record {rid!r} has no 'reference'")
         cands.append(cand)
         refs.append(rr)
     return cands, refs
@@ -36,4 +37,4 @@ def reduce_scores(values: Sequence[float], reduce: str) -> float:
         return float(max(values))
     if reduce == "mean":
         return float(sum(values) / len(values))
-    raise ValueError(f"unknown reduction '{reduce}'; choose from {REDUCTIONS}")
+    raise InputError(f"unknown reduction '{reduce}'; choose from {REDUCTIONS}")

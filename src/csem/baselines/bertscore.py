@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from csem.baselines._common import candidates_and_references
+from csem.errors import InputError
 
 _MEASURES = {"p": 0, "precision": 0, "r": 1, "recall": 1, "f": 2, "f1": 2}
 
@@ -50,7 +51,7 @@ def bertscore(
     from csem.assets import minilm_dir, resolve_encoder
 
     if measure not in _MEASURES:
-        raise ValueError(f"unknown measure '{measure}'; choose from p, r, f")
+        raise InputError(f"unknown measure '{measure}'; choose from p, r, f")
     path = str(minilm_dir()) if model is None else resolve_encoder(model)
     cands, refs = candidates_and_references(records, "bertscore")
     if not cands:

@@ -21,13 +21,15 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from csem.errors import InputError
+
 
 def _texts(records: Sequence[Mapping[str, Any]], what: str) -> list[tuple[str, str]]:
     out = []
     for i, r in enumerate(records):
         for field in ("candidate", "source"):
             if not isinstance(r.get(field), str):
-                raise ValueError(f"{what}: record {r.get('id', i)!r} has no {field!r} string")
+                raise InputError(f"{what}: record {r.get('id', i)!r} has no {field!r} string")
         out.append((r["candidate"], r["source"]))
     return out
 
@@ -35,7 +37,7 @@ def _texts(records: Sequence[Mapping[str, Any]], what: str) -> list[tuple[str, s
 def _columns(labels: str | Sequence[str]) -> list[str]:
     cols = [labels] if isinstance(labels, str) else list(labels)
     if not cols:
-        raise ValueError("no label column given")
+        raise InputError("no label column given")
     return cols
 
 
@@ -56,7 +58,7 @@ def length(records: Sequence[Mapping[str, Any]]) -> list[float]:
     out = []
     for i, r in enumerate(records):
         if not isinstance(r.get("candidate"), str):
-            raise ValueError(f"length: record {r.get('id', i)!r} has no 'candidate' string")
+            raise InputError(f"length: record {r.get('id', i)!r} has no 'candidate' string")
         out.append(float(len(r["candidate"].split())))
     return out
 
@@ -109,7 +111,7 @@ def overlap_least_squares(train: Sequence[Mapping[str, Any]], test: Sequence[Map
     from csem.model.validation import label_value
 
     if feature_set not in ("overlap", "novelty"):
-        raise ValueError(f"overlap least squares: feature set '{feature_set}' is not one of overlap, novelty")
+        raise InputError(f"overlap least squares: feature set '{feature_set}' is not one of overlap, novelty")
     x_tr = np.array([pair_features(feature_set, c, [s]) + [1.0] for c, s in _texts(train, "overlap least squares")])
     x_te = np.array([pair_features(feature_set, c, [s]) + [1.0] for c, s in _texts(test, "overlap least squares")])
     out = {}
@@ -118,7 +120,7 @@ def overlap_least_squares(train: Sequence[Mapping[str, Any]], test: Sequence[Map
                       is None else v for i, r in enumerate(train)], dtype=float)
         ok = ~np.isnan(y)
         if int(ok.sum()) < x_tr.shape[1]:
-            raise ValueError(f"overlap least squares: {int(ok.sum())} training rows labelled in {col!r}, "
+            raise InputError(f"overlap least squares: {int(ok.sum())} training rows labelled in {col!r}, "
                              f"fewer than the {x_tr.shape[1]} coefficients")
         w, *_ = np.linalg.lstsq(x_tr[ok], y[ok], rcond=None)
         out[col] = [float(v) for v in (x_te @ w if len(x_te) else [])]
@@ -168,12 +170,12 @@ def lexical_mlp(train: Sequence[Mapping[str, Any]], test: Sequence[Mapping[str, 
     seen = [v for col in cols for i, r in enumerate(train)
             if (v := label_value(r.get(col), f"training record {r.get('id', i)!r}, column {col!r}")) is not None]
     if not seen:
-        raise ValueError(f"lexical MLP: no training record has a label in {cols}")
+        raise InputError(f"lexical MLP: no training record has a label in {cols}")
     if label_range is None:
         label_range = (min(seen), max(seen))
     lo, hi = map(float, label_range)
     if not hi > lo:
-        raise ValueError(f"lexical MLP: empty label range {label_range}")
+        raise InputError(f"lexical MLP: empty label range {label_range}")
     L.seed_everything(seed, verbose=False)
     specs = [LabelSpec(aspect=aspect_name(c, cols), column=c, min=lo, max=hi) for c in cols]
     cfg = ModelConfig(name="lexmlp", feature_set="lexical", labels=specs, **({"encoder": encoder} if encoder else {}))

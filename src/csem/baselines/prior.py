@@ -10,11 +10,13 @@ from __future__ import annotations
 import statistics
 from typing import Any, Mapping, Sequence
 
+from csem.errors import InputError
+
 
 def _key(record: Mapping[str, Any], by: Sequence[str], i: int, side: str) -> tuple:
     missing = [f for f in by if record.get(f) is None]
     if missing:
-        raise ValueError(f"system prior: {side} record {record.get('id', i)!r} has no {missing[0]!r}")
+        raise InputError(f"system prior: {side} record {record.get('id', i)!r} has no {missing[0]!r}")
     return tuple(record[f] for f in by)
 
 
@@ -46,7 +48,7 @@ def system_prior(train: Sequence[Mapping[str, Any]], test: Sequence[Mapping[str,
     from csem.model.validation import label_value
 
     if unseen not in ("none", "mean"):
-        raise ValueError(f"system prior: unknown unseen={unseen!r}; choose 'none' or 'mean'")
+        raise InputError(f"system prior: unknown unseen={unseen!r}; choose 'none' or 'mean'")
     cols = [labels] if isinstance(labels, str) else list(labels)
     fields = (by,) if isinstance(by, str) else tuple(by)
     train_keys = [_key(r, fields, i, "training") for i, r in enumerate(train)]
@@ -59,7 +61,7 @@ def system_prior(train: Sequence[Mapping[str, Any]], test: Sequence[Mapping[str,
             if v is not None:
                 groups.setdefault(k, []).append(v)
         if not groups:
-            raise ValueError(f"system prior: no training record has a label in {col!r}")
+            raise InputError(f"system prior: no training record has a label in {col!r}")
         mean = {k: statistics.fmean(v) for k, v in groups.items()}
         default = statistics.fmean(x for v in groups.values() for x in v) if unseen == "mean" else None
         out[col] = [mean.get(k, default) for k in test_keys]

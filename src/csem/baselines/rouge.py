@@ -8,6 +8,7 @@ from typing import Mapping, Sequence
 from rouge_score import rouge_scorer, tokenizers
 
 from csem.baselines._common import REDUCTIONS, candidates_and_references, reduce_scores
+from csem.errors import InputError
 
 ROUGE_VARIANTS = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 MEASURES = {"f": "fmeasure", "fmeasure": "fmeasure", "p": "precision", "precision": "precision",
@@ -57,11 +58,11 @@ def rouge_scores(
     """
     bad = [v for v in variants if v not in ROUGE_VARIANTS]
     if bad:
-        raise ValueError(f"unknown ROUGE variant(s) {bad}; choose from {ROUGE_VARIANTS}")
+        raise InputError(f"unknown ROUGE variant(s) {bad}; choose from {ROUGE_VARIANTS}")
     if measure not in MEASURES:
-        raise ValueError(f"unknown measure '{measure}'; choose from f, p, r")
+        raise InputError(f"unknown measure '{measure}'; choose from f, p, r")
     if reduce not in REDUCTIONS:
-        raise ValueError(f"unknown reduction '{reduce}'; choose from {REDUCTIONS}")
+        raise InputError(f"unknown reduction '{reduce}'; choose from {REDUCTIONS}")
     field = MEASURES[measure]
     cands, refs = candidates_and_references(records, "/".join(variants))
     scorer = rouge_scorer.RougeScorer(list(variants), tokenizer=_CachingTokenizer(use_stemmer))

@@ -3,18 +3,19 @@
 Command modules register themselves on :data:`app` when imported; they only parse arguments
 and call the library functions of the stage packages.
 
-Every command reports a failure as one line ``csem: error: ...`` on stderr and exits with
-(:func:`exit_code` maps exceptions to these codes once for all commands; ``CSEM_DEBUG=1`` adds the
+Every command reports an expected failure as one line ``csem: error: ...`` on stderr and exits with
+(`exit_code` maps exceptions to these codes once for all commands; ``CSEM_DEBUG=1`` adds the
 traceback, for every command)
 
 ====  ==========================================================================================
 0     success
 1     a run-time failure, nothing done (a judge that answered nothing, a refused API key, a model
-      that cannot be loaded, an I/O error)
-2     bad input or usage, before any work (missing file or field, bad row, unknown rubric/aspect/
-      option, an output path that cannot be written)
+      that cannot be loaded, an I/O error); or a bug: an exception csem did not raise on purpose
+      prints its traceback and ``csem: internal error: ...``
+2     bad input or usage, before any work: [`csem.errors.InputError`][] and nothing else (missing
+      file or field, bad row, unknown rubric/aspect/option, an output path that cannot be written)
 3     partial: some judgments failed (any backend error); every finished one is kept and a re-run
-      resumes (:func:`csem.cli.judge.run_outcome`)
+      resumes (`csem.cli.judge.run_outcome`)
 ====  ==========================================================================================
 """
 
@@ -36,17 +37,39 @@ from typer.core import TyperGroup
 def exit_code(exc: BaseException) -> int | None:
     """The exit code of an exception escaping a command, or None for a bug (its traceback is shown).
 
-    2: bad input or usage (``ValueError`` and its subclasses: RecordError, RubricError,
-    TrainingDataError, DatasetError, ModelFolderError, pydantic errors; ``KeyError``;
-    ``FileNotFoundError``, ``IsADirectoryError``, ``NotADirectoryError``). 1: a run-time failure
-    (``BackendError`` (unreachable or refusing judge, model that cannot be loaded), any other
-    ``OSError``, ``RuntimeError``).
+    2: bad input or usage, raised on purpose: [`csem.errors.InputError`][] and its subclasses
+    (RecordError, RubricError, TrainingDataError, DatasetError, ModelFolderError,
+    MissingInputError ...), pydantic's ``ValidationError`` (a setting of a config file or option),
+    ``FileNotFoundError``, ``IsADirectoryError``, ``NotADirectoryError`` (a path the user gave).
+    1: a run-time failure (``BackendError``: an unreachable or refusing judge, a model that cannot be
+    loaded; any other ``OSError``). None: anything else, a plain ``ValueError``, ``KeyError`` or
+    ``RuntimeError`` included: csem did not raise it on purpose, so it is a bug.
     """
-    if isinstance(exc, (ValueError, KeyError, FileNotFoundError, IsADirectoryError, NotADirectoryError)):
+    from csem.errors import InputError
+    from csem.llm.api import BackendError
+
+    if isinstance(exc, (InputError, FileNotFoundError, IsADirectoryError, NotADirectoryError)):
         return 2
-    if isinstance(exc, (OSError, RuntimeError)):
+    if isinstance(exc, ValueError) and type(exc).__name__ == "ValidationError" and callable(getattr(exc, "errors", None)):
+        return 2  # pydantic: a setting the user wrote
+    if isinstance(exc, (BackendError, OSError)):
         return 1
     return None
+
+
+def internal_error(exc: BaseException) -> int:
+    """Report a bug (an exception no rule of `exit_code` knows): its traceback, then one line
+    ``csem: internal error: <type>: <message>`` on stderr; returns exit code 1.
+
+    The traceback is redacted like every other message that may name a backend
+    ([`csem.llm.redact.redact_text`][])."""
+    from csem.llm.redact import redact_text
+
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    typer.echo(redact_text(text).rstrip(), err=True)
+    typer.echo(f"csem: internal error: {type(exc).__name__}: {redact_text(str(exc))} (a bug in csem, not in "
+               "your input; the traceback above shows where)", err=True)
+    return 1
 
 
 def error_message(exc: BaseException) -> str:
@@ -66,6 +89,13 @@ def error_message(exc: BaseException) -> str:
     return str(exc)
 
 
+def _is_click(exc: BaseException) -> bool:
+    """An exception of click's (a usage error, ``Exit``, ``Abort``), also from the copy of click that
+    typer vendors (``typer._click``): click reports it with its own exit code."""
+    return type(exc).__module__.split(".")[0] in ("click", "typer") and any(
+        c.__name__ in ("ClickException", "Exit", "Abort") for c in type(exc).__mro__)
+
+
 class _ErrorMappingGroup(TyperGroup):
     """The command group: any exception a command lets escape becomes one ``csem: error:`` line and
     the code of :func:`exit_code` (with the traceback under ``CSEM_DEBUG=1``)."""
@@ -76,9 +106,11 @@ class _ErrorMappingGroup(TyperGroup):
         except (typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except Exception as exc:  # noqa: BLE001 - mapped once for every command
+            if _is_click(exc):  # usage errors and exits of click (or typer's vendored click): click reports them
+                raise
             code = exit_code(exc)
             if code is None:
-                raise
+                raise typer.Exit(internal_error(exc)) from None
             if os.environ.get("CSEM_DEBUG"):
                 traceback.print_exc(file=sys.stderr)
             raise fail(error_message(exc), code) from None
@@ -161,24 +193,30 @@ def command_summary(doc: str) -> str:
 
 def fail(message: object, code: int = 2) -> typer.Exit:
     """Print ``csem: error: <message>`` on one line to stderr and return the ``typer.Exit`` to raise
-    (``raise fail(...)``); ``code`` follows the table in this module's docstring."""
-    typer.echo(f"csem: error: {message}", err=True)
+    (``raise fail(...)``); ``code`` follows the table in this module's docstring. The message passes
+    the one redaction rule ([`csem.llm.redact.redact_text`][]): no credential reaches the terminal."""
+    from csem.llm.redact import redact_text
+
+    typer.echo(f"csem: error: {redact_text(str(message))}", err=True)
     return typer.Exit(code)
 
 
 def main() -> None:
     """Entry point: run the command; expected failures print one ``csem: error: ...`` line and exit
-    with the code of :func:`exit_code` (the command group maps them; this catches what escapes before
-    a command runs); set ``CSEM_DEBUG=1`` for the traceback."""
+    with the code of `exit_code` (the command group maps them; this catches what escapes before
+    a command runs); a bug prints its traceback and exits 1 (`internal_error`); set
+    ``CSEM_DEBUG=1`` for the traceback of an expected failure too."""
     _load_commands()
     try:
         app()
     except (typer.Exit, typer.Abort):
         raise
     except Exception as exc:  # noqa: BLE001
+        if _is_click(exc):
+            raise
         code = exit_code(exc)
         if code is None:
-            raise
+            raise SystemExit(internal_error(exc)) from None
         if os.environ.get("CSEM_DEBUG"):
             traceback.print_exc(file=sys.stderr)
         raise SystemExit(fail(error_message(exc), code).exit_code) from None

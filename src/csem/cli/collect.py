@@ -12,6 +12,7 @@ from csem.cli import app, col_option, column_map
 from csem.cli.judge import parse_options
 from csem.collect.sampler import GeneratorSpec, collect_candidates
 from csem.data.records import check_output_path, read_records, write_records
+from csem.errors import InputError
 from csem.llm import GenerateConfig
 
 
@@ -53,7 +54,7 @@ def collect(
                                    options=parse_options(generator_opt, "--generator-opt")))
     recs = read_records(sources, columns=column_map(col), required=("source",))
     if not recs:
-        raise ValueError(f"{sources}: no sources to collect candidates for")
+        raise InputError(f"{sources}: no sources to collect candidates for")
     decoding = GenerateConfig(top_k=top_k, top_p=top_p, temperature=temperature, max_tokens=max_tokens,
                               num_beams=num_beams, num_beam_groups=num_beam_groups, diversity_penalty=diversity_penalty)
     partial = out.with_name(out.name + ".partial.jsonl")

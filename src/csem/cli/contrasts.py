@@ -8,6 +8,7 @@ from typing import List, Optional
 import typer
 
 from csem.cli import app, col_option, column_map
+from csem.errors import InputError
 
 
 @app.command("contrasts")
@@ -49,7 +50,7 @@ def contrasts(
                        degenerate_weight=degenerate_weight, max_degenerate=max_degenerate,
                        references=references, soft=soft)
     if not pairs:
-        raise ValueError(f"{data}: no record gave a contrast pair (texts too short to perturb?)")
+        raise InputError(f"{data}: no record gave a contrast pair (texts too short to perturb?)")
     write_records(pairs, out)
     counts = summarize(pairs)
     write_json(summary_path, {"data": str(data), "records": len(records), "pairs": len(pairs), "seed": seed,

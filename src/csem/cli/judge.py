@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from csem.cli import app, col_option, column_map, fail, parse_pairs
+from csem.errors import InputError
 
 
 def default_cache() -> Path:

@@ -195,11 +195,12 @@ def _write_plots(console, plot: Path, records, df, levels, method: str, humans, 
                  plot_aspect: Optional[str], plot_metric: Optional[str]) -> None:
     """Bar charts per level and one scatter plot (metric vs human) into the ``--plot`` folder."""
     from csem.data.columns import aspect_of, format_column
+    from csem.data.filenames import path_in
     from csem.report import plot_correlations, plot_scatter
 
-    written = [plot_correlations(df, plot / f"correlations_{lv}_{method}.png", level=lv, method=method)
+    written = [plot_correlations(df, path_in(plot, "correlations", lv, method, suffix=".png"), level=lv, method=method)
                for lv in levels]
     h = format_column("human", plot_aspect) if plot_aspect else humans[0]
     m = plot_metric or next((c for c in metrics if aspect_of(c) == aspect_of(h)), metrics[0])
-    written.append(plot_scatter(records, m, h, plot / f"scatter_{m.replace('/', '_')}_{h}.png"))
+    written.append(plot_scatter(records, m, h, path_in(plot, "scatter", m, h, suffix=".png")))
     console.print("wrote " + ", ".join(str(p) for p in written))

@@ -8,6 +8,7 @@ from typing import List, Optional
 import typer
 
 from csem.cli import app, col_option, column_map, fail
+from csem.errors import InputError
 
 METRIC_HELP = ("metric(s), comma-separated: a student folder (DIR or DIR#aspect+aspect), "
                "judge:RUBRIC@URI, a baseline (rouge1 rouge2 rougeL rougeLsum bleu chrf bertscore) "
@@ -19,7 +20,7 @@ def _read(path: Path, col: Optional[List[str]]) -> list[dict]:
 
     records = read_records(path, columns=column_map(col), required=("candidate",))
     if not records:
-        raise ValueError(f"{path}: no rows")
+        raise InputError(f"{path}: no rows")
     return records
 
 

@@ -8,6 +8,7 @@ from typing import List, Optional
 import typer
 
 from csem.cli import PRECISION_HELP, app, col_option, column_map
+from csem.errors import InputError
 
 
 class _EpochTimes:
@@ -232,6 +233,6 @@ def _architecture_of(init: str | None) -> dict:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: not a valid csem model config: {exc}") from None
+        raise InputError(f"{path}: not a valid csem model config: {exc}") from None
     keep = tuple(f for f in ARCHITECTURE_FIELDS if f != "mode") + ("loss", "max_length", "source_max_length")
     return {k: raw[k] for k in keep if k in raw}

@@ -6,6 +6,8 @@ a chat; the system turn is fixed per task. Users pass their own template text in
 
 from __future__ import annotations
 
+from csem.errors import InputError
+
 TASK_PROMPTS: dict[str, tuple[str, str]] = {
     # name: (system turn, user template)
     "summarize": (
@@ -47,6 +49,6 @@ def render_task_prompt(task: str, source: str) -> list[dict[str, str]]:
     elif "{source}" in task:
         system, template = "You are a helpful assistant.", task
     else:
-        raise ValueError(f"unknown task prompt '{task}': use one of {sorted(TASK_PROMPTS)} "
+        raise InputError(f"unknown task prompt '{task}': use one of {sorted(TASK_PROMPTS)} "
                          "or a template text containing '{source}'")
     return [{"role": "system", "content": system}, {"role": "user", "content": template.replace("{source}", source)}]

@@ -31,6 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
+from csem.errors import InputError
+
 KINDS = ("human", "judge", "metric")
 #: side fields: name -> value type ("text" or "number")
 SIDE_FIELDS = {"missing": "text", "raw": "text", "mass": "number", "std": "number"}
@@ -78,9 +80,9 @@ class Column:
 
 def _check_segment(value: str, what: str) -> None:
     if not value or "." in value or "@" in value:
-        raise ValueError(f"{what} {value!r} must be non-empty and contain neither '.' nor '@'")
+        raise InputError(f"{what} {value!r} must be non-empty and contain neither '.' nor '@'")
     if value in SIDE_FIELDS:
-        raise ValueError(f"{what} {value!r} is reserved for a side field ({', '.join(SIDE_FIELDS)})")
+        raise InputError(f"{what} {value!r} is reserved for a side field ({', '.join(SIDE_FIELDS)})")
 
 
 def format_column(kind: str, aspect: str | None = None, *, name: str | None = None, tag: str | None = None,
@@ -95,19 +97,19 @@ def format_column(kind: str, aspect: str | None = None, *, name: str | None = No
             without name; a segment containing ``.``/``@`` or named like a side field.
     """
     if kind not in KINDS:
-        raise ValueError(f"unknown score column kind {kind!r}; choose from {', '.join(KINDS)}")
+        raise InputError(f"unknown score column kind {kind!r}; choose from {', '.join(KINDS)}")
     if side is not None and side not in SIDE_FIELDS:
-        raise ValueError(f"unknown side field {side!r}; choose from {', '.join(SIDE_FIELDS)}")
+        raise InputError(f"unknown side field {side!r}; choose from {', '.join(SIDE_FIELDS)}")
     parts = [kind]
     if kind == "metric":
         if name is None:
-            raise ValueError("a metric column needs a metric name (metric.<name>[.<aspect>])")
+            raise InputError("a metric column needs a metric name (metric.<name>[.<aspect>])")
         _check_segment(name, "metric name")
         parts.append(name)
     elif aspect is None:
-        raise ValueError(f"a {kind} column needs an aspect ({kind}.<aspect>)")
+        raise InputError(f"a {kind} column needs an aspect ({kind}.<aspect>)")
     elif name is not None:
-        raise ValueError(f"a {kind} column has no metric name (got {name!r})")
+        raise InputError(f"a {kind} column has no metric name (got {name!r})")
     if aspect is not None:
         _check_segment(aspect, "aspect")
         parts.append(aspect)
@@ -198,7 +200,7 @@ def score_columns(records: Iterable[Mapping[str, Any]], kinds: Iterable[str] = K
     kinds = tuple(kinds)
     bad = [k for k in kinds if k not in KINDS]
     if bad:
-        raise ValueError(f"unknown score column kind(s) {bad}; choose from {', '.join(KINDS)}")
+        raise InputError(f"unknown score column kind(s) {bad}; choose from {', '.join(KINDS)}")
     seen: dict[str, bool] = {}
     out: list[str] = []
     for r in records:

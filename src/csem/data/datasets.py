@@ -31,6 +31,7 @@ from csem.data.loaders import (
     load_wmt21_mqm,
     load_wmt23_da,
 )
+from csem.errors import InputError
 
 DATASETS: dict[str, Callable[..., list[dict]]] = {
     "summeval": load_summeval,
@@ -70,5 +71,5 @@ def load_dataset(name: str, path: str | Path | None = None, **kwargs: Any) -> li
     """
     norm = {_key(k): v for k, v in DATASETS.items()}
     if _key(name) not in norm:
-        raise ValueError(f"unknown dataset '{name}'; known: {dataset_names()}")
+        raise InputError(f"unknown dataset '{name}'; known: {dataset_names()}")
     return norm[_key(name)](path, **kwargs)

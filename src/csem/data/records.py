@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from csem.data.columns import side_kind
+from csem.errors import InputError
 
 CANDIDATE_ALIASES = ("candidate", "hypothesis", "summary", "translation", "response", "output")
 REFERENCE_ALIASES = ("reference", "references", "ref", "refs")
@@ -36,7 +37,7 @@ TEXT_FIELDS = ("source", "candidate")
 MAX_TEXT_CHARS = 1_000_000  # a text longer than this is almost always a broken file
 
 
-class RecordError(ValueError):
+class RecordError(InputError):
     """A row of an input file is malformed. ``str(err)`` names file, line and field."""
 
     def __init__(self, path: str | Path, line: int | None, field: str | None, message: str):
@@ -406,7 +407,7 @@ def parse_column_map(pairs: Iterable[str]) -> dict[str, str]:
     out = {}
     for p in pairs:
         if "=" not in p:
-            raise ValueError(f"column mapping '{p}' must look like FIELD=COLUMN, e.g. source=article")
+            raise InputError(f"column mapping '{p}' must look like FIELD=COLUMN, e.g. source=article")
         k, v = p.split("=", 1)
         out[k.strip()] = v.strip()
     return out

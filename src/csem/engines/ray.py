@@ -41,6 +41,8 @@ from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
+from csem.errors import InputError
+
 
 try:
     import ray
@@ -188,7 +190,7 @@ def score_dataset(ds: "ray.data.Dataset", model: str | Path, *, workers: int = 1
         scorer: its keyword arguments (name, batch_size, mc_dropout, precision, threads, columns, where).
     """
     if workers < 1 or cpus_per_worker <= 0 or records_per_batch < 1:
-        raise ValueError(f"workers ({workers}), cpus_per_worker ({cpus_per_worker}) and records_per_batch "
+        raise InputError(f"workers ({workers}), cpus_per_worker ({cpus_per_worker}) and records_per_batch "
                          f"({records_per_batch}) must be positive")
     scorer.setdefault("threads", max(1, int(cpus_per_worker)))
     # streaming split of large blocks (one Parquet row group, one JSONL file) so every actor gets work
@@ -382,7 +384,7 @@ def judge_dataset(ds: "ray.data.Dataset", rubrics: Any, judge: str, *, workers: 
         judge_args: :class:`RayJudge` keyword arguments (cache, backend_options, columns, mode ...).
     """
     if workers < 1 or records_per_batch < 1:
-        raise ValueError(f"workers ({workers}) and records_per_batch ({records_per_batch}) must be positive")
+        raise InputError(f"workers ({workers}) and records_per_batch ({records_per_batch}) must be positive")
     ds = ds.repartition(target_num_rows_per_block=records_per_batch)
     return ds.map_batches(RayJudge, fn_constructor_args=(rubrics, judge), fn_constructor_kwargs=judge_args,
                           batch_size=records_per_batch, batch_format="pyarrow",

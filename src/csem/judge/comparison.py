@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from csem.data.columns import Column
+from csem.errors import InputError
 from csem.judge.cache import JudgmentCache
 from csem.judge.executor import Job, execute, reason_kind
 from csem.judge.scoring import Judgment
@@ -112,7 +113,7 @@ def select_pairs(records: Sequence[Mapping[str, Any]], strategy: str = "all", *,
         the rating (named).
     """
     if strategy not in STRATEGIES:
-        raise ValueError(f"unknown pair strategy '{strategy}'; choose from {', '.join(STRATEGIES)}")
+        raise InputError(f"unknown pair strategy '{strategy}'; choose from {', '.join(STRATEGIES)}")
     groups: dict[tuple, list[int]] = {}
     for i, r in enumerate(records):
         groups.setdefault(_group_key(r), []).append(i)
@@ -122,7 +123,7 @@ def select_pairs(records: Sequence[Mapping[str, Any]], strategy: str = "all", *,
             out.extend(itertools.combinations(idx, 2))
         elif strategy in ("random", "balanced"):
             if per_source is None or per_source < 1:
-                raise ValueError(f"pair strategy '{strategy}' needs per_source >= 1 (--pairs-per-source)")
+                raise InputError(f"pair strategy '{strategy}' needs per_source >= 1 (--pairs-per-source)")
             combos = list(itertools.combinations(idx, 2))
             rng = random.Random(f"{seed}|{key[0]}|{key[1]}")
             if strategy == "random":
@@ -131,11 +132,11 @@ def select_pairs(records: Sequence[Mapping[str, Any]], strategy: str = "all", *,
                 out.extend(_balanced_pairs(idx, min(per_source, len(combos)), rng))
         else:
             if not rating_col:
-                raise ValueError("pair strategy 'adjacent' needs the rating column of a rating pass (--rating-col)")
+                raise InputError("pair strategy 'adjacent' needs the rating column of a rating pass (--rating-col)")
             for i in idx:
                 v = records[i].get(rating_col)
                 if v is None or (isinstance(v, float) and math.isnan(v)):
-                    raise ValueError(f"record '{records[i].get('id')}' has no rating in '{rating_col}' "
+                    raise InputError(f"record '{records[i].get('id')}' has no rating in '{rating_col}' "
                                      "(adjacent pairs need every candidate rated)")
             order = sorted(idx, key=lambda i: (-float(records[i][rating_col]), str(records[i].get("id"))))
             out.extend(tuple(sorted(p)) for p in zip(order, order[1:]))  # type: ignore[misc]
@@ -277,7 +278,7 @@ async def acompare_records(
     from csem.llm import get_model
 
     if mode not in COMPARE_MODES:
-        raise ValueError(f"unknown comparison mode '{mode}'; choose from {', '.join(COMPARE_MODES)}")
+        raise InputError(f"unknown comparison mode '{mode}'; choose from {', '.join(COMPARE_MODES)}")
     t0 = time.perf_counter()
     recs = [dict(r) for r in records]
     rub = rubric if isinstance(rubric, PairwiseRubric) else load_pairwise_rubric(rubric)
@@ -289,7 +290,7 @@ async def acompare_records(
             try:
                 jobs.append(Job((a, b), rub.render(recs[a], recs[b])))
             except KeyError as exc:
-                raise ValueError(f"record {a + 1} (id {recs[a].get('id')!r}): {exc.args[0]}") from None
+                raise InputError(f"record {a + 1} (id {recs[a].get('id')!r}): {exc.args[0]}") from None
     model = get_model(judge, max_consecutive_failures=max_consecutive_failures, **dict(backend_options or {}))
     own = not isinstance(cache, JudgmentCache)
     store = cache if isinstance(cache, JudgmentCache) else JudgmentCache(cache)

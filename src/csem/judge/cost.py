@@ -23,6 +23,8 @@ from typing import Any, Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from csem.errors import InputError
+
 #: the share of the price a batch job saves at OpenAI and Azure OpenAI
 BATCH_DISCOUNT = 0.5
 

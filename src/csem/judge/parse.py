@@ -114,6 +114,22 @@ _VERBAL = (r"(?:excellent|outstanding|exceptional|perfect|very\s+good|good|decen
 _NOT_APPLICABLE = re.compile(r"^\s*(?:n/?a|not\s+applicable|none)\s*$", re.IGNORECASE)
 
 
+#: characters of a judge's answer kept in ``judge.<aspect>.raw`` and the judgment cache (the first and the
+#: last half of them; the whole answer is parsed first)
+RAW_MAX_CHARS = 4000
+
+
+def kept_raw(text: str | None, limit: int = RAW_MAX_CHARS) -> str | None:
+    """What is kept of an answer (``.raw`` in the output and the cache): the whole answer up to
+    ``limit`` characters; a longer one keeps its first and last ``limit // 2`` characters around a
+    marker ``[... N characters not kept ...]`` (a runaway 2 MB answer costs 4 kB per row, and where a
+    judge wrote its score, at the end, stays readable)."""
+    if text is None or len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]} [... {len(text) - 2 * half:,} characters not kept ...] {text[-half:]}"
+
+
 @dataclass(frozen=True)
 class ParseResult:
     """Outcome of parsing one answer.

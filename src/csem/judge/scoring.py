@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from csem.llm import GenerateConfig, Messages, Model
-from csem.judge.parse import parse_score
+from csem.judge.parse import kept_raw, parse_score
 
 MODES = ("probs", "sample", "parse")
 
@@ -85,7 +85,7 @@ async def score_sample(backend: Model, messages: Messages, scale: tuple[int, int
     dt = time.perf_counter() - t0
     parsed = [parse_score(o.text, scale, aspect=aspect) for o in outs]
     good = [p.score for p in parsed if p.score is not None]
-    texts = [o.text for o in outs]
+    texts = [kept_raw(o.text) for o in outs]  # parsed whole above; what is kept is capped
     config = config.resolved()
     mode = "sample" if config.n > 1 or config.temperature > 0 else "parse"
     base = dict(raw=json.dumps(texts, ensure_ascii=False) if mode == "sample" else texts[0], mode=mode,

@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from csem.errors import InputError
+
 # the fields a judgment's cache key always carried (kept so existing judgment caches stay valid)
 _KEY_FIELDS = ("n", "max_tokens", "temperature", "top_k", "top_p", "seed", "stop")
 
@@ -59,9 +61,9 @@ class GenerateConfig(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> "GenerateConfig":
         if self.num_beam_groups is not None and self.num_beam_groups > 1 and (self.num_beams or 1) <= 1:
-            raise ValueError("num_beam_groups > 1 (diverse beam search) needs num_beams > 1")
+            raise InputError("num_beam_groups > 1 (diverse beam search) needs num_beams > 1")
         if self.top_logprobs and not self.logprobs:
-            raise ValueError("top_logprobs needs logprobs=true")
+            raise InputError("top_logprobs needs logprobs=true")
         return self
 
     def merge(self, other: "GenerateConfig | None") -> "GenerateConfig":

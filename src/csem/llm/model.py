@@ -19,20 +19,22 @@ It owns, once for all providers, what used to be spread over the OpenAI backend 
   raises :class:`LogprobsUnsupported` at once (the judge then scores by ``parse`` or ``sample``); a
   provider that returns fewer than ``n`` answers (a server without ``n > 1``) is asked again for the
   rest, one at a time, with the seeds continued;
-* **redaction**: every error message leaves with the provider's secrets (API keys) and any bearer
-  token replaced by ``***``.
+* **redaction**: every error message leaves through the one redaction rule
+  ([`csem.llm.redact`][]: credentials in URLs and headers, bearer tokens) with the provider's
+  secrets (API keys) replaced by ``***``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
-from csem.llm.api import (BackendError, BackendUnavailable, GenerationResult, LogprobsUnsupported, Messages, ModelAPI,
-                          ScoreDistribution)
+from csem.errors import InputError
+from csem.llm.api import (NOT_ATTEMPTED, BackendError, BackendUnavailable, GenerationResult, LogprobsUnsupported,
+                          Messages, ModelAPI, ScoreDistribution)
 from csem.llm.config import GenerateConfig
+from csem.llm.redact import redact_text
 
 T = TypeVar("T")
 
@@ -85,6 +87,7 @@ class Model:
         self.stats = {"requests": 0, "retries": 0, "failures": 0}
         self._deadline_at: float | None = None
         self._consecutive = 0
+        self._gave_up = NOT_ATTEMPTED
         self._loop_sem: dict[int, asyncio.Semaphore] = {}
 
     @property
@@ -102,22 +105,20 @@ class Model:
 
     # ------------------------------------------------------------------ policy helpers
     def redact(self, text: str) -> str:
-        """``text`` with the provider's secrets and any bearer token replaced by ``***``."""
-        for secret in getattr(self.api, "secrets", ()) or ():
-            if secret:
-                text = text.replace(secret, "***")
-        return re.sub(r"(?i)(bearer\s+)[A-Za-z0-9._\-]{8,}", r"\1***", text)
+        """``text`` through the one redaction rule ([`csem.llm.redact.redact_text`][]: URL credentials,
+        credential headers, bearer tokens) with the provider's secrets replaced by ``***``."""
+        return redact_text(text, getattr(self.api, "secrets", ()) or ())
 
     def check(self, config: GenerateConfig) -> None:
         """Raise ``ValueError`` when ``config`` asks for something the provider cannot do."""
         features = set(getattr(self.api, "features", ()) or ())
         if config.beam_search and "beam_search" not in features:
-            raise ValueError(f"beam search (num_beams > 1) needs a transformers generator (hf:MODEL); "
+            raise InputError(f"beam search (num_beams > 1) needs a transformers generator (hf:MODEL); "
                              f"{self.id} samples only (top_k, top_p, temperature)")
         if config.logprobs and "logprobs" not in features:
-            raise ValueError(f"{self.id} cannot return the logprobs of generated tokens")
+            raise InputError(f"{self.id} cannot return the logprobs of generated tokens")
         if config.response_format and "response_format" not in features:
-            raise ValueError(f"{self.id} cannot constrain answers to a JSON schema (response_format)")
+            raise InputError(f"{self.id} cannot constrain answers to a JSON schema (response_format)")
 
     def _semaphore(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
@@ -134,20 +135,18 @@ class Model:
             self._deadline_at = time.monotonic() + self.deadline
         return self._deadline_at - time.monotonic()
 
-    def _failed(self) -> None:
+    def _failed(self, exc: BackendError | None) -> None:
         self.stats["failures"] += 1
         self._consecutive += 1
         if self.max_consecutive_failures is not None and self._consecutive >= self.max_consecutive_failures:
+            if not self.aborted:
+                last = self.redact(str(exc)) if exc is not None else f"deadline of {self.deadline:g} s exceeded"
+                self._gave_up = (f"{NOT_ATTEMPTED} (given up after {self._consecutive} failed calls in a row; "
+                                 f"the last: {last})")
             self.aborted = True
 
     def _redacted(self, exc: BackendError) -> BackendError:
-        msg = self.redact(str(exc))
-        try:
-            new = type(exc)(msg, transient=exc.transient)
-        except TypeError:  # a subclass with another signature
-            new = BackendError(msg, transient=exc.transient)
-        new.retry_after = getattr(exc, "retry_after", None)
-        return new
+        return _with_message(exc, self.redact(str(exc)))
 
     def _wait(self, retry_state: Any) -> float:
         """Seconds before the next attempt: the server's ``Retry-After`` (bounded by
@@ -169,7 +168,7 @@ class Model:
         from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, stop_after_delay
 
         if self.aborted:
-            raise BackendUnavailable()
+            raise BackendUnavailable(self._gave_up)
         remaining = self._remaining()
         if remaining is not None and remaining <= 0:
             raise BackendError(f"{self.id}: deadline of {self.deadline:g} s exceeded", transient=True)
@@ -178,6 +177,7 @@ class Model:
             stop = stop | stop_after_delay(max(remaining, 0.0))
         sem = self._semaphore()
         result: Any = None
+        sent, last = 0, None  # requests this call sent, and the last failure
         try:
             async for attempt in AsyncRetrying(retry=retry_if_exception(_retryable), stop=stop, reraise=True,
                                                wait=self._wait):
@@ -186,24 +186,34 @@ class Model:
                         self.stats["retries"] += 1
                     async with sem:
                         if self.aborted:
-                            raise BackendUnavailable()
+                            raise BackendUnavailable(self._gave_up)
                         left = self._remaining()
                         if left is not None and left <= 0:
                             raise _DeadlineHit()
                         self.stats["requests"] += 1
+                        sent += 1
                         coro = fn(*args)
-                        result = await (asyncio.wait_for(coro, timeout=left) if left is not None else coro)
+                        try:
+                            result = await (asyncio.wait_for(coro, timeout=left) if left is not None else coro)
+                        except BackendError as exc:
+                            last = exc
+                            raise
         except BackendUnavailable:
+            if sent and last is not None:  # this call was sent and failed before the backend was given up
+                raise self._redacted(BackendError(f"{last} (failed after {sent} attempt{'s' * (sent > 1)}, then the "
+                                                  "backend was given up)", transient=True)) from None
             raise
         except LogprobsUnsupported as exc:
             self.logprobs_supported = False
             raise self._redacted(exc) from None
         except BackendError as exc:
             if exc.transient:
-                self._failed()
+                self._failed(exc)
+                if sent > 1:
+                    exc = _with_message(exc, f"{exc} (failed after {sent} attempts)")
             raise self._redacted(exc) from None
         except (asyncio.TimeoutError, _DeadlineHit):
-            self._failed()
+            self._failed(None)
             raise BackendError(f"{self.id}: deadline of {self.deadline:g} s exceeded", transient=True) from None
         self._consecutive = 0
         return result
@@ -242,6 +252,16 @@ class Model:
     def close(self) -> None:
         """Close the provider (an in-process model is unloaded)."""
         self.api.close()
+
+
+def _with_message(exc: BackendError, msg: str) -> BackendError:
+    """A copy of ``exc`` (same type, ``transient`` and ``retry_after``) with message ``msg``."""
+    try:
+        new = type(exc)(msg, transient=exc.transient)
+    except TypeError:  # a subclass with another signature
+        new = BackendError(msg, transient=exc.transient)
+    new.retry_after = getattr(exc, "retry_after", None)
+    return new
 
 
 async def gather_all(aws: Sequence[Awaitable[T]]) -> list[T]:

@@ -20,6 +20,7 @@ import typing
 from importlib.metadata import entry_points
 from typing import Any, Callable
 
+from csem.errors import InputError
 from csem.llm.api import ModelAPI
 from csem.llm.model import WRAPPER_OPTIONS, Model
 
@@ -57,7 +58,7 @@ def _factory(scheme: str, uri: str) -> BackendFactory:
         _REGISTRY[scheme] = _ENTRY_POINTS[scheme].load()
     if scheme not in _REGISTRY:
         known = ", ".join(s if s == "local" else f"{s}:..." for s in backend_schemes())
-        raise ValueError(f"unknown backend '{uri}'; use one of: {known or '(none: is csem installed?)'}")
+        raise InputError(f"unknown backend '{uri}'; use one of: {known or '(none: is csem installed?)'}")
     return _REGISTRY[scheme]
 
 
@@ -96,7 +97,7 @@ def _coerce(name: str, value: Any, annotation: str, uri: str) -> Any:
             except ValueError:
                 pass
     want = " or ".join(k if k != "None" else "none" for k in sorted(kinds))
-    raise ValueError(f"backend option {name}={value!r} for '{uri}' must be {want}")
+    raise InputError(f"backend option {name}={value!r} for '{uri}' must be {want}")
 
 
 def get_api(uri: str, **options: Any) -> ModelAPI:
@@ -113,7 +114,7 @@ def get_api(uri: str, **options: Any) -> ModelAPI:
     if known is not None:
         unknown = sorted(k for k in options if k not in known)
         if unknown:
-            raise ValueError(f"unknown backend option(s) {unknown} for '{uri}'; valid options: "
+            raise InputError(f"unknown backend option(s) {unknown} for '{uri}'; valid options: "
                              f"{', '.join(sorted(known) + sorted(WRAPPER_OPTIONS))}")
         options = {k: _coerce(k, v, known[k], uri) for k, v in options.items()}
     return factory(target.strip(), **options)
@@ -142,7 +143,7 @@ def get_model(uri: "str | ModelAPI | Model", **options: Any) -> Model:
             try:
                 wrapper[k] = None if v is None else conv(v)
             except (TypeError, ValueError):
-                raise ValueError(f"backend option {k}={v!r} must be a number (valid options of the wrapper: "
+                raise InputError(f"backend option {k}={v!r} must be a number (valid options of the wrapper: "
                                  f"{', '.join(sorted(WRAPPER_OPTIONS))})") from None
     if isinstance(uri, Model):
         if options:

@@ -18,6 +18,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from csem.errors import InputError
+
 
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now."""
@@ -49,7 +51,7 @@ class LlamaServer:
         self.model, self.api_key, self.extra, self.n_ctx = Path(model), api_key, tuple(extra), n_ctx
         self.n_threads, self.nice, self.workers = int(n_threads), int(nice), int(workers)
         if self.workers > 1 and self.extra:
-            raise ValueError("extra server arguments are not passed with workers > 1")
+            raise InputError("extra server arguments are not passed with workers > 1")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self.proc: subprocess.Popen | None = None

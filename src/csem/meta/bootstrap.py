@@ -21,6 +21,7 @@ from typing import Hashable, Sequence
 
 import numpy as np
 
+from csem.errors import InputError
 from csem.meta.correlation import ScoreTable, level_name, per_document
 from csem.meta.scores import batch_level_values
 
@@ -86,9 +87,9 @@ def bootstrap_ci(
             ``systems`` missing at system level.
     """
     if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+        raise InputError(f"confidence must be in (0, 1), got {confidence}")
     if level_name(level) == "system" and systems is None:
-        raise ValueError("system-level bootstrap needs one system id per item")
+        raise InputError("system-level bootstrap needs one system id per item")
     table = ScoreTable.build(metric, human, groups, systems)
     return ci_from_table(table, level, method, n=n, seed=seed, confidence=confidence)
 

@@ -40,6 +40,8 @@ from typing import Callable, Hashable, Iterable, Mapping, Sequence, Union
 import numpy as np
 from scipy import stats
 
+from csem.errors import InputError
+
 CorrelationFn = Callable[[np.ndarray, np.ndarray], float]
 
 METHODS = ("spearman", "kendall", "pearson")
@@ -66,7 +68,7 @@ def _pairs(x, y) -> tuple[np.ndarray, np.ndarray] | None:
     (fewer than 2 pairs, or a side constant)."""
     a, b = as_scores(x), as_scores(y)
     if len(a) != len(b):
-        raise ValueError(f"metric and human scores differ in length: {len(a)} vs {len(b)}")
+        raise InputError(f"metric and human scores differ in length: {len(a)} vs {len(b)}")
     ok = ~(np.isnan(a) | np.isnan(b))
     a, b = a[ok], b[ok]
     if len(a) < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
@@ -118,7 +120,7 @@ def correlation_function(method: Method) -> tuple[str, CorrelationFn]:
     if callable(method):
         return getattr(method, "__name__", "custom"), method
     if method not in CORRELATIONS:
-        raise ValueError(f"unknown correlation '{method}'; choose from {sorted(CORRELATIONS)}")
+        raise InputError(f"unknown correlation '{method}'; choose from {sorted(CORRELATIONS)}")
     return method, CORRELATIONS[method]
 
 
@@ -130,7 +132,7 @@ def level_name(level: str) -> str:
     """
     level = LEVEL_ALIASES.get(level, level)
     if level not in LEVELS:
-        raise ValueError(f"unknown level '{level}'; choose from {LEVELS} (aliases {sorted(LEVEL_ALIASES)})")
+        raise InputError(f"unknown level '{level}'; choose from {LEVELS} (aliases {sorted(LEVEL_ALIASES)})")
     return level
 
 
@@ -167,7 +169,7 @@ class ScoreTable:
         """
         n = len(metric)
         if len(human) != n or (groups is not None and len(groups) != n) or (systems is not None and len(systems) != n):
-            raise ValueError(f"metric ({n}), human ({len(human)}), groups and systems must have one entry per item")
+            raise InputError(f"metric ({n}), human ({len(human)}), groups and systems must have one entry per item")
         doc, doc_keys = _codes(groups if groups is not None else range(n))
         sysc, sys_keys = _codes(systems if systems is not None else range(n))
         return cls(as_scores(metric), as_scores(human), doc, sysc, doc_keys, sys_keys)
@@ -269,11 +271,11 @@ class LevelCorrelation:
 
 def _check(n: int, n_human: int, level: str, groups, systems) -> None:
     if n_human != n:
-        raise ValueError(f"metric and human scores differ in length: {n} vs {n_human}")
+        raise InputError(f"metric and human scores differ in length: {n} vs {n_human}")
     if level == "summary" and (groups is None or len(groups) != n):
-        raise ValueError("summary-level correlation needs one group id (doc_id) per item")
+        raise InputError("summary-level correlation needs one group id (doc_id) per item")
     if level == "system" and (systems is None or len(systems) != n):
-        raise ValueError("system-level correlation needs one system id per item")
+        raise InputError("system-level correlation needs one system id per item")
 
 
 def _counted(table: ScoreTable, level: str, name: str, fn: CorrelationFn) -> LevelCorrelation:

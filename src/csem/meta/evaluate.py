@@ -16,6 +16,7 @@ import pandas as pd
 
 from csem.data.columns import aspect_of as _aspect
 from csem.data.columns import parse_column, score_columns
+from csem.errors import InputError, MissingInputError
 from csem.meta.bootstrap import ci_from_table, resample_counts
 from csem.meta.correlation import LEVELS, METHODS, ScoreTable, correlations, level_name
 
@@ -100,12 +101,12 @@ def evaluate(
     present = sorted(score_columns(records))
     for col in [*metrics, *humans]:
         if not any(col in r for r in records):
-            raise KeyError(f"column '{col}' is in none of the {len(records)} records; score columns present: {present}")
+            raise MissingInputError(f"column '{col}' is in none of the {len(records)} records; score columns present: {present}")
     levels = [level_name(lv) for lv in levels]
     groups = [r["doc_id"] if r.get("doc_id") is not None else r.get("id", i) for i, r in enumerate(records)]
     systems = [r.get("system_id") for r in records]
     if "system" in levels and any(s is None for s in systems):
-        raise ValueError("system-level correlation needs 'system_id' in every record")
+        raise InputError("system-level correlation needs 'system_id' in every record")
     aspects = [aspect_of(h) for h in humans]
     table0 = ScoreTable.build([0.0] * len(records), [0.0] * len(records), groups, systems)
     counts = resample_counts(table0.n_docs, bootstrap, seed) if bootstrap else None
@@ -151,7 +152,7 @@ def correlation_table(df: pd.DataFrame, level: str = "summary", *, methods: Sequ
     """
     sub = df[df["level"] == level]
     if sub.empty:
-        raise ValueError(f"no rows for level '{level}'; levels present: {sorted(df['level'].unique())}")
+        raise InputError(f"no rows for level '{level}'; levels present: {sorted(df['level'].unique())}")
     if methods is None:
         found = list(dict.fromkeys(sub["method"]))
         methods = [m for m in METHODS if m in found] + [m for m in found if m not in METHODS]

@@ -8,6 +8,7 @@ from typing import Sequence
 
 from csem.data.columns import parse_column, score_columns
 from csem.data.records import RecordError, read_records
+from csem.errors import InputError
 
 PREDICTION_KINDS = ("metric", "judge")  # score columns a prediction file contributes
 
@@ -32,21 +33,21 @@ def load_data(spec: str | Path, *, path: str | Path | None = None, **options) ->
     p = Path(spec)
     if p.is_file():
         if options:
-            raise ValueError(f"loader options {sorted(options)} only apply to a dataset name, not to the file {p}")
+            raise InputError(f"loader options {sorted(options)} only apply to a dataset name, not to the file {p}")
         recs = read_records(p, required=())
         if not score_columns(recs, ("human",)):
-            raise ValueError(f"{p}: no 'human.<aspect>' column; meta-evaluation needs human scores")
+            raise InputError(f"{p}: no 'human.<aspect>' column; meta-evaluation needs human scores")
         return recs
     names = {n.lower().replace("_", "-") for n in dataset_names()}
     if str(spec).lower().replace("_", "-") in names:
         try:
             return load_dataset(str(spec), path, **options)
         except TypeError as exc:  # an option the loader does not take
-            raise ValueError(f"dataset '{spec}': {exc}") from exc
+            raise InputError(f"dataset '{spec}': {exc}") from exc
     if p.is_dir():
         raise RecordError(p, None, None, "is a directory, not a records file (.jsonl, .csv, .tsv or .parquet) "
                           f"or a dataset name; datasets: {dataset_names()}")
-    raise ValueError(f"--data '{spec}' is neither a file nor a dataset name; datasets: {dataset_names()}")
+    raise InputError(f"--data '{spec}' is neither a file nor a dataset name; datasets: {dataset_names()}")
 
 
 def _tagged(column: str, stem: str) -> str:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
+from csem.errors import InputError, MissingInputError
 from csem.meta.bootstrap import bootstrap_samples, resample_counts
 from csem.meta.correlation import ScoreTable, level_name, level_value, per_document
 
@@ -92,11 +93,11 @@ def paired_test(
         KeyError: a column is absent from every record. ValueError: unknown test/level/method.
     """
     if test not in ("bootstrap", "permutation"):
-        raise ValueError(f"unknown test '{test}'; choose 'bootstrap' or 'permutation'")
+        raise InputError(f"unknown test '{test}'; choose 'bootstrap' or 'permutation'")
     level = level_name(level)
     for col in (metric_a, metric_b, human):
         if not any(col in r for r in records):
-            raise KeyError(f"column '{col}' is in none of the {len(records)} records")
+            raise MissingInputError(f"column '{col}' is in none of the {len(records)} records")
 
     def col(name: str) -> np.ndarray:
         return np.array([np.nan if r.get(name) is None else float(r[name]) for r in records], dtype=float)
@@ -107,7 +108,7 @@ def paired_test(
     groups = [r["doc_id"] if r.get("doc_id") is not None else r.get("id", i) for i, r in enumerate(records)]
     systems = [r.get("system_id") for r in records]
     if level == "system" and any(s is None for s in systems):
-        raise ValueError("system-level test needs 'system_id' in every record")
+        raise InputError("system-level test needs 'system_id' in every record")
     ta = ScoreTable.build(a, h, groups, systems)
     tb = ScoreTable.build(b, h, groups, systems)
     va, vb = level_value(ta, level, method), level_value(tb, level, method)
@@ -181,10 +182,10 @@ def compare(
     ca, cb = columns(metric_a), columns(metric_b)
     for label, c in ((metric_a, ca), (metric_b, cb)):
         if not c:
-            raise ValueError(f"'{label}' is not a metric of the table; metrics: {sorted(set(table['metric']))}")
+            raise InputError(f"'{label}' is not a metric of the table; metrics: {sorted(set(table['metric']))}")
     shared = [a for a in ca if a in cb]
     if not shared:
-        raise ValueError(f"'{metric_a}' and '{metric_b}' share no aspect")
+        raise InputError(f"'{metric_a}' and '{metric_b}' share no aspect")
     rows = []
     for aspect in shared:
         for level in levels or list(dict.fromkeys(table["level"])):

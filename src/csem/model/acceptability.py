@@ -39,6 +39,7 @@ from typing import Any, Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
+from csem.errors import InputError
 from csem.model.features import CANDIDATE_FEATURES, CONTEXT_FEATURES, NEEDS_REFERENCE, NEEDS_SOURCE, overlap_size, \
     pair_features
 
@@ -122,7 +123,7 @@ def gate_mask(n_features: int) -> Tensor:
     """
     n_ctx, rest = divmod(n_features - len(CANDIDATE_FEATURES), len(CONTEXT_FEATURES))
     if rest or n_ctx not in (0, 1, 2):
-        raise ValueError(f"{n_features} is not a width of the lexical feature set")
+        raise InputError(f"{n_features} is not a width of the lexical feature set")
     names = list(CONTEXT_FEATURES) * n_ctx + list(CANDIDATE_FEATURES)
     return torch.tensor([0.0 if n in EXCLUDED_FEATURES else 1.0 for n in names])
 
@@ -203,11 +204,16 @@ def fit_gate(gate: AcceptabilityGate, records: Sequence[Mapping[str, Any]], mode
         ValueError: ``quantile`` outside (0, 1), or no accepted or no rejected text.
     """
     if not 0.0 < quantile < 1.0:
-        raise ValueError(f"quantile must be in (0, 1), got {quantile}")
+        raise InputError(f"quantile must be in (0, 1), got {quantile}")
     t0 = time.perf_counter()
     accepted, rejected = gate_examples(records, gate.aspects, seed)
+    # every row needs the contexts the mode reads: a reference turned candidate whose source has no
+    # other reference has none, and scoring refuses such a row in a ref-based mode anyway
+    width = int(NEEDS_SOURCE[mode]) + int(NEEDS_REFERENCE[mode])
+    accepted = [r for r in accepted if len(contexts_of(r, mode)) == width]
+    rejected = {a: [r for r in rows if len(contexts_of(r, mode)) == width] for a, rows in rejected.items()}
     if not accepted or not any(rejected.values()):
-        raise ValueError("the acceptability gate needs real candidates with at least 4 words to learn from")
+        raise InputError("the acceptability gate needs real candidates with at least 4 words to learn from")
     cache: dict[tuple[str, ...], list[float]] = {}
 
     def feats(rows: Sequence[Mapping[str, Any]]) -> Tensor:

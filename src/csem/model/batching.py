@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from csem.data.records import references_of
+from csem.errors import InputError
 from csem.model.features import NEEDS_REFERENCE, NEEDS_SOURCE, pair_features
 
 JOINT_SEP = "\x1e"  # separates the segments of a cross-encoder input in the text pool (ASCII record separator)
@@ -141,7 +142,7 @@ class BatchBuilder:
         for i, r in enumerate(records):
             refs = references_of(r) if need_ref else [None]
             if need_ref and not refs:
-                raise ValueError(f"record '{r.get('id')}' has no reference, but mode '{self.mode}' needs one")
+                raise InputError(f"record '{r.get('id')}' has no reference, but mode '{self.mode}' needs one")
             for ref_text in refs if self.overlap or self.gate else ():
                 ctx = ([r["source"]] if need_src else []) + ([ref_text] if need_ref else [])
                 for kind, out in ((self.overlap, lex), ("lexical" if self.gate else None, gate)):

@@ -29,6 +29,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from csem.errors import InputError
+
 MODES = ("ref-free", "ref-based", "fluency", "fluency-ref")
 
 #: csem's precision names (``csem train`` and ``csem score`` alike) and what they mean in training
@@ -58,7 +60,7 @@ class LabelSpec(BaseModel):
     @model_validator(mode="after")
     def _range(self) -> "LabelSpec":
         if not (math.isfinite(self.min) and math.isfinite(self.max)) or self.max <= self.min:
-            raise ValueError(f"label range of '{self.column}' must satisfy min < max, got [{self.min}, {self.max}]")
+            raise InputError(f"label range of '{self.column}' must satisfy min < max, got [{self.min}, {self.max}]")
         return self
 
 
@@ -166,7 +168,7 @@ class ModelConfig(BaseModel):
     @classmethod
     def _sizes(cls, v: list[int]) -> list[int]:
         if any(h <= 0 for h in v):
-            raise ValueError(f"hidden sizes must be positive, got {v}")
+            raise InputError(f"hidden sizes must be positive, got {v}")
         return v
 
     def architecture_differences(self, other: "ModelConfig") -> list[str]:
@@ -190,7 +192,7 @@ class ModelConfig(BaseModel):
             return 1
         spans = {round(s.max - s.min) for s in self.labels}
         if len(spans) != 1:
-            raise ValueError("the 'ce' loss needs every aspect on the same integer scale")
+            raise InputError("the 'ce' loss needs every aspect on the same integer scale")
         return spans.pop() + 1
 
     @model_validator(mode="after")
@@ -198,7 +200,7 @@ class ModelConfig(BaseModel):
         if self.loss == "ce":
             for s in self.labels:
                 if abs((s.max - s.min) - round(s.max - s.min)) > 1e-9:
-                    raise ValueError(f"the 'ce' loss needs an integer star scale; '{s.column}' spans [{s.min}, {s.max}]")
+                    raise InputError(f"the 'ce' loss needs an integer star scale; '{s.column}' spans [{s.min}, {s.max}]")
         return self
 
 

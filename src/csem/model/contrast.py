@@ -22,6 +22,7 @@ from __future__ import annotations
 import random
 from typing import Any, Iterator, Mapping, Sequence
 
+from csem.errors import InputError
 from csem.model.config import LabelSpec
 from csem.model.preferences import PreferenceTable
 from csem.model.validation import TrainingDataError
@@ -101,9 +102,9 @@ class PairBatchSampler:
 
     def __init__(self, records: Sequence[Mapping[str, Any]], pairs_per_batch: int = 16, seed: int = 0):
         if len(records) % 2:
-            raise ValueError("contrast records come in pairs (an even number)")
+            raise InputError("contrast records come in pairs (an even number)")
         if pairs_per_batch < 1:
-            raise ValueError("pairs_per_batch must be >= 1")
+            raise InputError("pairs_per_batch must be >= 1")
         by_source: dict[str, list[int]] = {}
         for k in range(len(records) // 2):
             by_source.setdefault(str(records[2 * k].get("source")), []).append(k)

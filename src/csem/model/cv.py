@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from csem.errors import InputError
 from csem.model.config import ModelConfig, TrainConfig
 
 
@@ -74,7 +75,7 @@ def grouped_folds(records: Sequence[Mapping[str, Any]], k: int, key: str = "doc_
         groups.setdefault(r.get(key), []).append(i)
     names = sorted(groups, key=str)
     if k < 2 or len(names) < k:
-        raise ValueError(f"{k}-fold cross-validation needs k >= 2 and at least k groups ('{key}'); got {len(names)}")
+        raise InputError(f"{k}-fold cross-validation needs k >= 2 and at least k groups ('{key}'); got {len(names)}")
     random.Random(seed).shuffle(names)
     fold_of = {g: j % k for j, g in enumerate(names)}
     out = []

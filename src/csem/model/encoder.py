@@ -22,6 +22,8 @@ from typing import Callable, Iterator
 import torch
 from torch import Tensor, nn
 
+from csem.errors import InputError
+
 ENCODERS: dict[str, type["Encoder"]] = {}
 
 
@@ -133,7 +135,7 @@ class HFEncoder(Encoder):
         from csem.assets import resolve_encoder
 
         if pooling not in ("cls", "mean", "layerwise-mix"):
-            raise ValueError(f"unknown pooling '{pooling}'; choose cls, mean or layerwise-mix")
+            raise InputError(f"unknown pooling '{pooling}'; choose cls, mean or layerwise-mix")
         path = resolve_encoder(name_or_path)
         self.pooling = pooling
         self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
@@ -238,7 +240,7 @@ class HFEncoder(Encoder):
 
     def upper(self, hidden: Tensor, attention_mask: Tensor, k: int) -> Tensor:
         if self.mix is not None:
-            raise ValueError("layerwise-mix pooling needs every layer's output: train all layers with it")
+            raise InputError("layerwise-mix pooling needs every layer's output: train all layers with it")
         with self._only_layers(k, self.n_layers, skip_embeddings=True):
             out = self.model(inputs_embeds=hidden, attention_mask=attention_mask)
         if self.pooling == "cls":
@@ -317,5 +319,5 @@ def build_encoder(kind: str, name_or_path: str, pooling: str, load_weights: bool
         ValueError: ``kind`` is not registered.
     """
     if kind not in ENCODERS:
-        raise ValueError(f"unknown encoder kind '{kind}'; registered: {sorted(ENCODERS)}")
+        raise InputError(f"unknown encoder kind '{kind}'; registered: {sorted(ENCODERS)}")
     return ENCODERS[kind](name_or_path, pooling=pooling, load_weights=load_weights)

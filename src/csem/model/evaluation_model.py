@@ -25,6 +25,7 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from csem.data.jsonio import write_json
+from csem.errors import InputError
 from csem.model.card import write_card
 from csem.model.config import ModelConfig
 from csem.model.prediction import Prediction
@@ -34,7 +35,7 @@ CONFIG = "config.json"
 ENCODER_DIR = "encoder"
 
 
-class ModelFolderError(ValueError):
+class ModelFolderError(InputError):
     """A model folder is missing a file or holds an unreadable one; the message names it."""
 
 
@@ -65,11 +66,11 @@ class EvaluationModel:
             ValueError: no models, or students whose configs differ beyond ``members``.
         """
         if not models:
-            raise ValueError("an ensemble needs at least one model")
+            raise InputError("an ensemble needs at least one model")
         first = models[0].config.model_copy(update={"members": 1})
         for m in models[1:]:
             if m.config.model_copy(update={"members": 1}) != first:
-                raise ValueError("the members of an ensemble must share one config (encoder, mode, heads, scales)")
+                raise InputError("the members of an ensemble must share one config (encoder, mode, heads, scales)")
         card = dict(models[0].card)
         if len(models) > 1:
             card["members"] = [{"seed": None if seeds is None else int(seeds[i]),

@@ -20,6 +20,8 @@ import re
 import torch
 from torch import Tensor
 
+from csem.errors import InputError
+
 _MULTIPLIER = {"ref-based": 6, "ref-free": 4, "fluency-ref": 4, "fluency": 1}
 NEEDS_SOURCE = {"ref-based": True, "ref-free": True, "fluency-ref": False, "fluency": False}
 NEEDS_REFERENCE = {"ref-based": True, "ref-free": False, "fluency-ref": True, "fluency": False}
@@ -32,7 +34,7 @@ def feature_size(mode: str, dim: int) -> int:
         ValueError: unknown mode.
     """
     if mode not in _MULTIPLIER:
-        raise ValueError(f"unknown mode '{mode}'; choose from {sorted(_MULTIPLIER)}")
+        raise InputError(f"unknown mode '{mode}'; choose from {sorted(_MULTIPLIER)}")
     return _MULTIPLIER[mode] * dim
 
 
@@ -69,11 +71,11 @@ def combine(mode: str, h_y: Tensor, h_x: Tensor | None = None, h_ref: Tensor | N
         ValueError: unknown mode, or a text the mode needs is missing.
     """
     if mode not in _MULTIPLIER:
-        raise ValueError(f"unknown mode '{mode}'; choose from {sorted(_MULTIPLIER)}")
+        raise InputError(f"unknown mode '{mode}'; choose from {sorted(_MULTIPLIER)}")
     if NEEDS_SOURCE[mode] and h_x is None:
-        raise ValueError(f"mode '{mode}' needs source embeddings")
+        raise InputError(f"mode '{mode}' needs source embeddings")
     if NEEDS_REFERENCE[mode] and h_ref is None:
-        raise ValueError(f"mode '{mode}' needs reference embeddings")
+        raise InputError(f"mode '{mode}' needs reference embeddings")
     if mode == "ref-based":
         return ref_based_features(h_y, h_x, h_ref)
     if mode == "ref-free":
@@ -120,9 +122,9 @@ def overlap_size(mode: str, feature_set: str = "overlap") -> int:
         ValueError: unknown mode or feature set.
     """
     if mode not in _MULTIPLIER:
-        raise ValueError(f"unknown mode '{mode}'; choose from {sorted(_MULTIPLIER)}")
+        raise InputError(f"unknown mode '{mode}'; choose from {sorted(_MULTIPLIER)}")
     if feature_set not in FEATURE_SETS:
-        raise ValueError(f"unknown feature set '{feature_set}'; choose from {list(FEATURE_SETS)}")
+        raise InputError(f"unknown feature set '{feature_set}'; choose from {list(FEATURE_SETS)}")
     n_ctx = int(NEEDS_SOURCE[mode]) + int(NEEDS_REFERENCE[mode])
     if feature_set == "lexical":
         return len(CANDIDATE_FEATURES) + len(CONTEXT_FEATURES) * n_ctx
@@ -142,7 +144,7 @@ def pair_features(feature_set: str, candidate: str, contexts: list[str]) -> list
         return overlap_features(candidate, contexts)[:-1]
     if feature_set == "lexical":
         return lexical_features(candidate, contexts)
-    raise ValueError(f"unknown feature set '{feature_set}'; choose from {list(FEATURE_SETS)}")
+    raise InputError(f"unknown feature set '{feature_set}'; choose from {list(FEATURE_SETS)}")
 
 
 def overlap_features(candidate: str, contexts: list[str]) -> list[float]:

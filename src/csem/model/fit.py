@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from csem.errors import InputError
 from csem.model.labels import LabelSpecError, parse_label_spec
 
 
@@ -121,7 +122,7 @@ def training_set(records: Sequence[Mapping[str, Any]], label_col: str | Sequence
         from csem.model.preferences import pairs_to_training
 
         if dev_records is not None or judge_col or multi or normalise != "none":
-            raise ValueError("--pairs trains on one preference column per aspect; --dev, --judge-col, "
+            raise InputError("--pairs trains on one preference column per aspect; --dev, --judge-col, "
                              "--normalise and A+B label columns are for ratings")
         cands, prefs = pairs_to_training(records, label_cols, where=where)
         notes.append(f"{len(prefs)} judged pairs of {len(cands)} candidates")
@@ -136,7 +137,7 @@ def training_set(records: Sequence[Mapping[str, Any]], label_col: str | Sequence
     from csem.model.validation import aspect_name
 
     if judge_col and multi:
-        raise ValueError("with --judge-col give one label column per aspect (the judges come from the file)")
+        raise InputError("with --judge-col give one label column per aspect (the judges come from the file)")
     if judge_col:
         if isinstance(ranges, Mapping):
             ranges = {f"{c}@{j}": v for c, v in ranges.items() for j in {str(r.get(judge_col)) for r in rows}}

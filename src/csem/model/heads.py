@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from csem.errors import InputError
+
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "gelu": nn.GELU, "sigmoid": nn.Sigmoid}
 
 
@@ -31,7 +33,7 @@ class FeedForward(nn.Module):
                  dropout: float = 0.1):
         super().__init__()
         if activation not in ACTIVATIONS:
-            raise ValueError(f"unknown activation '{activation}'; choose from {sorted(ACTIVATIONS)}")
+            raise InputError(f"unknown activation '{activation}'; choose from {sorted(ACTIVATIONS)}")
         layers: list[nn.Module] = []
         width = in_dim
         for h in hidden_sizes:

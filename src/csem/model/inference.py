@@ -20,6 +20,7 @@ from typing import Any, Mapping, Sequence
 import torch
 from torch import Tensor
 
+from csem.errors import InputError
 from csem.model.batching import Batch, BatchBuilder
 
 
@@ -57,7 +58,7 @@ def resolve_precision(precision: str, device: torch.device) -> torch.dtype | Non
     if precision == "fp16":
         return torch.float16
     if precision != "auto":
-        raise ValueError(f"unknown precision '{precision}'; choose auto, fp32, bf16 or fp16")
+        raise InputError(f"unknown precision '{precision}'; choose auto, fp32, bf16 or fp16")
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return None

@@ -29,12 +29,13 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from csem.data.columns import parse_column
+from csem.errors import InputError
 
 NORMALISATIONS = ("none", "zscore", "rank")
 COMBINATIONS = ("mean", "heads")
 
 
-class LabelSpecError(ValueError):
+class LabelSpecError(InputError):
     """A label specification or multi-judge file cannot be used; the message names what and where."""
 
 

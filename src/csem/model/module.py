@@ -20,6 +20,7 @@ import lightning as L
 import torch
 from torch import Tensor, nn
 
+from csem.errors import InputError
 from csem.model.batching import Batch
 from csem.model.config import ModelConfig, TrainConfig
 from csem.model.encoder import build_encoder
@@ -59,7 +60,7 @@ class EvaluationModule(L.LightningModule):
                  encoder_path: str | None = None, load_encoder_weights: bool = True):
         super().__init__()
         if not config.labels:
-            raise ValueError("ModelConfig.labels is empty: at least one aspect is needed")
+            raise InputError("ModelConfig.labels is empty: at least one aspect is needed")
         self.config = config
         self.train_config = train_config or TrainConfig()
         self.encoder = build_encoder(config.encoder_kind, encoder_path or config.encoder, config.pooling,
@@ -190,13 +191,13 @@ class EvaluationModule(L.LightningModule):
         """
         diff = self.config.architecture_differences(other.config)
         if diff:
-            raise ValueError("the initial model's architecture differs: " + "; ".join(diff))
+            raise InputError("the initial model's architecture differs: " + "; ".join(diff))
         theirs = list(other.heads)
         mapping = {a: (a if a in other.heads else theirs[0]) for a in self.heads
                    if a in other.heads or len(theirs) == 1}
         if self.lexical and len(mapping) < len(self.heads):
             fresh = [a for a in self.heads if a not in mapping]
-            raise ValueError(f"aspects {fresh} have no head in the initial model, whose lexical features are "
+            raise InputError(f"aspects {fresh} have no head in the initial model, whose lexical features are "
                              f"standardised on its own training rows (its aspects: {theirs})")
         with torch.no_grad():
             self.encoder.load_state_dict(other.encoder.state_dict())
@@ -290,7 +291,7 @@ class EvaluationModule(L.LightningModule):
             out = torch.stack([head(feats) for head in self.heads.values()], dim=1)
         else:
             if batch.overlap is None:
-                raise ValueError("this model uses overlap features, but the batch has none (BatchBuilder(overlap=True))")
+                raise InputError("this model uses overlap features, but the batch has none (BatchBuilder(overlap=True))")
             lex = batch.overlap.to(feats.dtype)
             if self.lexical:
                 lex = (lex - self.lex_mean.to(lex.dtype)) / self.lex_std.to(lex.dtype)

@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from csem.errors import MissingInputError
+
 
 @dataclass
 class Prediction:
@@ -70,7 +72,7 @@ class Prediction:
         key = str(record_id)
         rows = [i for i, rid in enumerate(self.ids) if rid == key]
         if len(rows) != 1:
-            raise KeyError(f"record id '{key}': {'no record' if not rows else f'{len(rows)} records'} "
+            raise MissingInputError(f"record id '{key}': {'no record' if not rows else f'{len(rows)} records'} "
                            "in this prediction" + (" (ids must be unique to look one up)" if rows else ""))
         return {c: self.scores[c][rows[0]] for c in self.columns}
 

@@ -44,12 +44,13 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from csem.data.columns import metric_column
+from csem.errors import InputError
 from csem.model.prediction import Prediction, record_ids, system_scores
 
 DEGENERATE_MODES = ("floor", "error")
 
 
-class DegenerateTextError(ValueError):
+class DegenerateTextError(InputError):
     """A record's candidate cannot be scored (empty, whitespace, NUL): the message names the
     record and the field. ``index``: the record's position; ``field``; ``reason``."""
 
@@ -114,7 +115,7 @@ def check_aspects(model: Any, aspects: Sequence[str] | None, where: str = "model
     known = output_aspects(model)
     unknown = [a for a in aspects if a not in known]
     if unknown:
-        raise ValueError(f"{where}: no aspect {unknown}; it scores {list(known)}")
+        raise InputError(f"{where}: no aspect {unknown}; it scores {list(known)}")
     return list(aspects)
 
 
@@ -141,16 +142,16 @@ def check_inputs(records: Sequence[Mapping[str, Any]], mode: str, skip: Any = ()
         if needs_source:
             why = degenerate_reason(r.get("source"))
             if why:
-                raise ValueError(f"record '{rid}' (position {i}): field 'source' {why}; mode '{mode}' needs a source")
+                raise InputError(f"record '{rid}' (position {i}): field 'source' {why}; mode '{mode}' needs a source")
         if needs_ref:
             refs = references_of(r)
             if not refs:
-                raise ValueError(f"record '{rid}' (position {i}): field 'reference' is missing; mode '{mode}' "
+                raise InputError(f"record '{rid}' (position {i}): field 'reference' is missing; mode '{mode}' "
                                  "needs a reference")
             for ref in refs:
                 why = degenerate_reason(ref)
                 if why:
-                    raise ValueError(f"record '{rid}' (position {i}): field 'reference' {why}")
+                    raise InputError(f"record '{rid}' (position {i}): field 'reference' {why}")
 
 
 def predict(model: Any, records: Sequence[Mapping[str, Any]], *, aspects: Sequence[str] | None = None,
@@ -209,7 +210,7 @@ def student_scores(model: Any, records: Sequence[Mapping[str, Any]], wanted: Seq
     from csem.model.inference import head_scores
 
     if degenerate not in DEGENERATE_MODES:
-        raise ValueError(f"unknown degenerate-text handling '{degenerate}'; choose from {DEGENERATE_MODES}")
+        raise InputError(f"unknown degenerate-text handling '{degenerate}'; choose from {DEGENERATE_MODES}")
     scales = output_aspects(model)
     bad = set()
     for i, r in enumerate(records):
@@ -265,7 +266,7 @@ def add_columns(records: Sequence[Mapping[str, Any]], columns: Mapping[str, Sequ
     rows = [dict(r) for r in records]
     for col, values in columns.items():
         if len(values) != len(rows):
-            raise ValueError(f"column '{col}' has {len(values)} values for {len(rows)} records")
+            raise InputError(f"column '{col}' has {len(values)} values for {len(rows)} records")
         for row, v in zip(rows, values):
             row[col] = v
     return rows

@@ -23,6 +23,7 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback, EarlyStopping, WeightAveraging
 
+from csem.errors import InputError
 from csem.model.config import PRECISIONS, ModelConfig, TrainConfig
 from csem.model.evaluation_model import EvaluationModel
 from csem.model.validation import check_dev_data, check_training_data
@@ -54,7 +55,7 @@ class TailAveraging(WeightAveraging):
     def __init__(self, share: float) -> None:
         super().__init__(use_buffers=True)
         if not 0 < share < 1:
-            raise ValueError(f"average_tail must be in (0, 1), got {share}")
+            raise InputError(f"average_tail must be in (0, 1), got {share}")
         self.share = share
         self.start_step = 0
 
@@ -229,7 +230,7 @@ def train(
     if tc.train_layers is not None:
         n_layers = module.encoder.n_layers
         if not 0 <= tc.train_layers <= n_layers:
-            raise ValueError(f"train_layers must be between 0 and the encoder's {n_layers} layers, got {tc.train_layers}")
+            raise InputError(f"train_layers must be between 0 and the encoder's {n_layers} layers, got {tc.train_layers}")
         if tc.train_layers < n_layers:
             module.freeze_lower(n_layers - tc.train_layers)
             if lower_cache is not None:
@@ -245,7 +246,7 @@ def train(
         try:
             started = module.warm_start(start.module)
         except ValueError as exc:  # name the initial model: the architecture check is warm_start's
-            raise ValueError(f"{_where(init, tc)}: {exc}") from None
+            raise InputError(f"{_where(init, tc)}: {exc}") from None
     contrast_loader = None
     if contrast is None and tc.contrast_per_record and preferences is None:
         from csem.model.contrast import auto_pairs

@@ -18,12 +18,13 @@ from typing import Any, Mapping, Sequence
 
 from csem.data.columns import format_column, parse_column, score_columns
 from csem.data.records import references_of
+from csem.errors import InputError
 from csem.meta.correlation import METHODS, correlations
 from csem.model.config import LabelSpec
 from csem.model.features import NEEDS_REFERENCE, NEEDS_SOURCE
 
 
-class TrainingDataError(ValueError):
+class TrainingDataError(InputError):
     """Training or dev data cannot be used; the message names what and where."""
 
 

@@ -14,6 +14,7 @@ import math
 import statistics
 
 from csem.data.columns import format_column, parse_column, score_columns
+from csem.errors import MissingInputError
 from csem.meta.bootstrap import bootstrap_ci
 from csem.meta.correlation import METHODS, correlations
 
@@ -34,7 +35,7 @@ def student_col(records: list[dict], aspect: str) -> str:
         c = parse_column(k)
         if c.aspect == aspect and c.tag is None:
             return k
-    raise KeyError(f"no student score column metric.<name>.{aspect} in the scored records")
+    raise MissingInputError(f"no student score column metric.<name>.{aspect} in the scored records")
 
 
 def agreement_table(records: list[dict], label_cols: list[str], *, human_cols: list[str] = (),

@@ -52,9 +52,9 @@ def read_provenance(labelled: str | Path) -> dict | None:
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{p}: broken judge provenance file ({exc}); delete it or re-run csem annotate") from exc
+        raise InputError(f"{p}: broken judge provenance file ({exc}); delete it or re-run csem annotate") from exc
     if not isinstance(data, dict) or not isinstance(data.get("columns", {}), dict):
-        raise ValueError(f"{p}: not a judge provenance file (expected an object with 'columns')")
+        raise InputError(f"{p}: not a judge provenance file (expected an object with 'columns')")
     return data
 
 
@@ -190,12 +190,12 @@ def compare_file(candidates: str | Path | Sequence[Mapping], out: str | Path, *,
     out = Path(out)
     recs = read_records(candidates, columns=columns) if isinstance(candidates, (str, Path)) else list(candidates)
     if not recs:
-        raise ValueError(f"{candidates if isinstance(candidates, (str, Path)) else 'candidates'}: "
+        raise InputError(f"{candidates if isinstance(candidates, (str, Path)) else 'candidates'}: "
                          "no records to compare (the file is empty)")
     loaded = [rub for r in rubrics for rub in load_pairwise_rubrics(r)]
     aspects = [r.aspect for r in loaded]
     if len(set(aspects)) != len(aspects):
-        raise ValueError(f"two pairwise rubrics judge the same aspect: {aspects}")
+        raise InputError(f"two pairwise rubrics judge the same aspect: {aspects}")
     pairs = select_pairs(recs, strategy, per_source=per_source, rating_col=rating_col, seed=seed)
     cache = cache if cache is not None else out.with_name(out.name + ".judge_cache.sqlite")
     rows: list[dict] | None = None

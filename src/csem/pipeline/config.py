@@ -29,6 +29,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from csem.collect.sampler import GeneratorSpec
+from csem.errors import InputError
 from csem.llm import GenerateConfig
 
 STAGES = ("collect", "annotate", "compare", "train", "score", "meta_eval", "seeds", "rerank", "mrt", "report")
@@ -100,9 +101,9 @@ class CompareConfig(_Strict):
     @model_validator(mode="after")
     def _pairs(self) -> "CompareConfig":
         if self.pairs in ("random", "balanced") and self.per_source is None:
-            raise ValueError(f"compare.pairs '{self.pairs}' needs compare.per_source (pairs per source)")
+            raise InputError(f"compare.pairs '{self.pairs}' needs compare.per_source (pairs per source)")
         if self.pairs not in ("random", "balanced") and self.per_source is not None:
-            raise ValueError(f"compare.per_source goes with pairs 'random' or 'balanced', not '{self.pairs}'")
+            raise InputError(f"compare.per_source goes with pairs 'random' or 'balanced', not '{self.pairs}'")
         return self
 
 
@@ -119,7 +120,7 @@ class TrainStageConfig(_Strict):
     @model_validator(mode="after")
     def _unique_seeds(self) -> "TrainStageConfig":
         if self.seeds is not None and len(set(self.seeds)) != len(self.seeds):
-            raise ValueError(f"train.seeds repeats a seed: {self.seeds}")
+            raise InputError(f"train.seeds repeats a seed: {self.seeds}")
         return self
 
 
@@ -161,13 +162,13 @@ class RerankConfig(_Strict):
     def _check(self) -> "RerankConfig":
         blank = [m for m in self.metrics if not m.strip()]
         if blank:
-            raise ValueError("rerank.metrics has an empty entry")
+            raise InputError("rerank.metrics has an empty entry")
         w = self.weights
         if isinstance(w, str) and w != "mert" and not w.endswith(".json") and not _weights_text_ok(w):
-            raise ValueError(f"rerank.weights '{w}': write numbers (w1,w2), col=w pairs, a weights .json file "
+            raise InputError(f"rerank.weights '{w}': write numbers (w1,w2), col=w pairs, a weights .json file "
                              "from `csem tune-weights`, or mert")
         if w == "mert" and self.sources == "all":
-            raise ValueError("rerank.weights 'mert' tunes on the training and dev sources; rerank.sources 'all' "
+            raise InputError("rerank.weights 'mert' tunes on the training and dev sources; rerank.sources 'all' "
                              "would rerank the sources it was tuned on (use sources: held-out)")
         return self
 
@@ -221,14 +222,14 @@ class MrtConfig(_Strict):
     @model_validator(mode="after")
     def _check(self) -> "MrtConfig":
         if not self.generator.strip():
-            raise ValueError("mrt.generator is empty: write smollm2, hf:FOLDER or hf:FILE.gguf")
+            raise InputError("mrt.generator is empty: write smollm2, hf:FOLDER or hf:FILE.gguf")
         name, _ = student_spec(self.metric)
         if name != "student":
-            raise ValueError(f"mrt.metric '{self.metric}': write student (every head of the train stage's student) "
+            raise InputError(f"mrt.metric '{self.metric}': write student (every head of the train stage's student) "
                              "or student#ASPECT[+ASPECT]")
         twice = [k for k in MRT_FIELDS if k in self.options]
         if twice:
-            raise ValueError(f"mrt.options.{twice[0]}: set it as mrt.{twice[0]}")
+            raise InputError(f"mrt.options.{twice[0]}: set it as mrt.{twice[0]}")
         self.mrt_config()  # MRTConfig's ranges, one home
         return self
 
@@ -251,7 +252,7 @@ class MrtConfig(_Strict):
             for e in exc.errors():
                 loc = ".".join(map(str, e["loc"]))
                 problems.append(f"mrt.{loc if loc in MRT_FIELDS else 'options.' + loc}: {e['msg']}")
-            raise ValueError("; ".join(problems)) from None
+            raise InputError("; ".join(problems)) from None
 
 
 class PipelineConfig(_Strict):
@@ -275,14 +276,14 @@ class PipelineConfig(_Strict):
         import re
 
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", v or "") or ".." in v:
-            raise ValueError(f"'{v}' is not a plain folder name (letters, digits, '.', '_', '-'; no '/', '\\' "
+            raise InputError(f"'{v}' is not a plain folder name (letters, digits, '.', '_', '-'; no '/', '\\' "
                              "or '..'; at most 100 characters): the run folder is runs/<name>")
         return v
 
     @model_validator(mode="after")
     def _check(self) -> "PipelineConfig":
         if not self.annotate.rubrics:
-            raise ValueError("annotate.rubrics must name at least one rubric")
+            raise InputError("annotate.rubrics must name at least one rubric")
         return self
 
 
@@ -311,11 +312,11 @@ def load_pipeline(path: str | Path) -> tuple[PipelineConfig, Path]:
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
-        raise ValueError(f"{p}: not valid YAML: {exc}") from exc
+        raise InputError(f"{p}: not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
-        raise ValueError(f"{p}: a pipeline file must be a mapping with 'name', 'sources', 'collect', 'annotate'")
+        raise InputError(f"{p}: a pipeline file must be a mapping with 'name', 'sources', 'collect', 'annotate'")
     try:
         return PipelineConfig.model_validate(data), p.parent
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise ValueError(f"{p}: {problems}") from exc
+        raise InputError(f"{p}: {problems}") from exc

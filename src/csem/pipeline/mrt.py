@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from csem.data.jsonio import write_json
+from csem.errors import InputError
 from csem.pipeline.config import MRT_FIELDS, resolve_path
 from csem.pipeline.rerank import _named, student_heads
 
@@ -62,7 +63,7 @@ def generator_uri(spec: str, base: Path) -> tuple[str, Path | None]:
         packaged = False
     if packaged or HUB_ID.fullmatch(body):
         return spec, None
-    raise ValueError(f"mrt.generator '{spec}': no such file or folder ({local}) and not a packaged generator; "
+    raise InputError(f"mrt.generator '{spec}': no such file or folder ({local}) and not a packaged generator; "
                      "write smollm2, hf:FOLDER (a transformers causal LM) or hf:FILE.gguf")
 
 
@@ -99,16 +100,16 @@ def run_mrt(cfg, *, sources: Sequence[dict], student_dir: Path, label_cols: Sequ
 
     heads = student_heads(cfg.metric, label_cols, "mrt.metric")
     if not sources:
-        raise ValueError(f"mrt.sources '{cfg.sources}': no sources in that split")
+        raise InputError(f"mrt.sources '{cfg.sources}': no sources in that split")
     mcfg = cfg.mrt_config(task=task)
     try:
         reward = load_metric(f"{student_dir}#{'+'.join(heads)}")
     except ValueError as exc:
-        raise ValueError(_named(f"mrt.metric '{cfg.metric}'", exc)) from exc
+        raise InputError(_named(f"mrt.metric '{cfg.metric}'", exc)) from exc
     try:
         net, tok = load_generator(generator)
     except (OSError, ValueError, KeyError, ImportError) as exc:
-        raise ValueError(_named(f"mrt.generator '{cfg.generator}'", exc)) from exc
+        raise InputError(_named(f"mrt.generator '{cfg.generator}'", exc)) from exc
 
     out = Path(out_dir)
     marker = out / "stage.json"
@@ -121,7 +122,7 @@ def run_mrt(cfg, *, sources: Sequence[dict], student_dir: Path, label_cols: Sequ
     try:
         res = train_mrt((net, tok), list(sources), reward, out, mcfg, resume=True, progress=progress)
     except ValueError as exc:
-        raise ValueError(_named("mrt", exc)) from exc
+        raise InputError(_named("mrt", exc)) from exc
     log = log_summary(res.log)
     resumed = res.resumed_from
     summary: dict[str, Any] = {

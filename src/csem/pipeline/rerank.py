@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from csem.data.records import write_records
+from csem.errors import InputError
 from csem.pipeline.agreement import aspect_of, student_col
 from csem.pipeline.config import student_spec
 
@@ -72,11 +73,11 @@ def student_heads(spec: str, label_cols: Sequence[str], field: str) -> list[str]
     aspects = [aspect_of(c) for c in label_cols]
     name, heads = student_spec(spec)
     if not name:
-        raise ValueError(f"{field} '{spec}': name the heads after '#' (student#coherence+relevance) or drop the '#'")
+        raise InputError(f"{field} '{spec}': name the heads after '#' (student#coherence+relevance) or drop the '#'")
     chosen = heads or aspects
     unknown = [a for a in chosen if a not in aspects]
     if unknown:
-        raise ValueError(f"{field} '{spec}': the student has no head for {unknown}; it has {aspects}")
+        raise InputError(f"{field} '{spec}': the student has no head for {unknown}; it has {aspects}")
     return chosen
 
 
@@ -115,14 +116,14 @@ def run_rerank(records: list[dict], cfg, *, label_cols: Sequence[str], base: Pat
 
     target = records if cfg.sources == "all" else [r for r in records if r.get("split") == "test"]
     if not target:
-        raise ValueError("rerank: no held-out candidates to rerank (rerank.sources 'held-out')")
+        raise InputError("rerank: no held-out candidates to rerank (rerank.sources 'held-out')")
     mert = cfg.weights == "mert"
     tune_recs = [r for r in records if r.get("split") in ("train", "dev")] if mert else []
     try:
         specs = resolve_specs(records, cfg.metrics, label_cols=label_cols, base=base)
         rows, columns = score_specs(target + tune_recs, specs, judge_cache=judge_cache)
     except (KeyError, ValueError) as exc:
-        raise ValueError(_named("rerank.metrics", exc)) from exc
+        raise InputError(_named("rerank.metrics", exc)) from exc
     rows, tune_rows = rows[: len(target)], rows[len(target):]
     weights: Any = cfg.weights
     normalize = cfg.normalize
@@ -143,7 +144,7 @@ def run_rerank(records: list[dict], cfg, *, label_cols: Sequence[str], base: Pat
             report = tune_weights_report(tune_rows, columns, ",".join(label_cols), normalize=normalize or "none",
                                          restarts=cfg.restarts, seed=cfg.seed)
         except ValueError as exc:
-            raise ValueError(_named("rerank.weights 'mert'", exc)) from exc
+            raise InputError(_named("rerank.weights 'mert'", exc)) from exc
         write_json(run_dir / "rerank_weights.json", report)
         weights = dict(zip(report["columns"], report["weights"]))
         tuned = {"sources": report["sources"], "objective": report["objective"], "value": report["value"],
@@ -151,7 +152,7 @@ def run_rerank(records: list[dict], cfg, *, label_cols: Sequence[str], base: Pat
     try:
         res = rerank_scored(rows, columns, weights, normalize or "none")
     except ValueError as exc:
-        raise ValueError(_named("rerank.weights", exc)) from exc
+        raise InputError(_named("rerank.weights", exc)) from exc
     write_records(res.chosen, run_dir / "reranked.jsonl")
     write_records(res.scored, run_dir / "reranked.scores.jsonl")
     return {"sources": len(res.chosen) + len(res.no_choice), "candidates": len(res.scored), "columns": res.columns,

@@ -79,6 +79,7 @@ from rich.console import Console
 from csem.data.columns import format_column, score_columns
 from csem.data.jsonio import write_json
 from csem.data.records import read_records, write_records
+from csem.errors import InputError
 from csem.pipeline.config import STAGES, PipelineConfig, load_pipeline, resolve_path
 from csem.pipeline.folder import BASELINES_FILE, LABELLED, SCORED, RunFolder
 from csem.pipeline.state import RunState, fingerprint
@@ -116,14 +117,14 @@ def split_sources(source_ids: list[str], cfg_split) -> dict[str, str]:
         test = set(cfg_split.test_ids)
         unknown = test - set(ids)
         if unknown:
-            raise ValueError(f"split.test_ids names unknown sources: {sorted(unknown)[:5]}")
+            raise InputError(f"split.test_ids names unknown sources: {sorted(unknown)[:5]}")
     else:
         test = set(shuffled[: max(1, round(len(ids) * cfg_split.test_fraction))])
     rest = [i for i in shuffled if i not in test]
     n_dev = round(len(rest) * cfg_split.dev_fraction) if len(rest) > 2 else 0
     dev = set(rest[:n_dev])
     if len(rest) - n_dev < 1:
-        raise ValueError("the split leaves no training sources; lower split.test_fraction or dev_fraction")
+        raise InputError("the split leaves no training sources; lower split.test_fraction or dev_fraction")
     return {i: "test" if i in test else "dev" if i in dev else "train" for i in ids}
 
 
@@ -149,7 +150,7 @@ class Pipeline:
     def _sources(self) -> list[dict]:
         recs = read_records(self.sources_path, columns=self.cfg.sources.columns, required=("source",))
         if not recs:
-            raise ValueError(f"{self.sources_path}: no sources (the file is empty; sources.path in the pipeline file)")
+            raise InputError(f"{self.sources_path}: no sources (the file is empty; sources.path in the pipeline file)")
         for r in recs:
             r.setdefault("doc_id", r["id"])
             if r.get("doc_id") is None:
@@ -228,7 +229,7 @@ class Pipeline:
         if c.pairs == "adjacent" and rating_col is None:
             cols = score_columns(train_recs, ("judge",))
             if len(cols) != 1:
-                raise ValueError(f"compare.pairs 'adjacent' needs compare.rating_col: the annotate stage wrote "
+                raise InputError(f"compare.pairs 'adjacent' needs compare.rating_col: the annotate stage wrote "
                                  f"{len(cols)} judge columns ({', '.join(cols)})")
             rating_col = cols[0]
         summary = compare_file(train_recs, self.run_dir / "pairs.jsonl", rubrics=self.compare_rubrics(),
@@ -252,13 +253,13 @@ class Pipeline:
             rated = set(score_columns(recs, ("judge",)))
             lacking = [c for c in cols if c not in rated]
             if lacking:
-                raise ValueError(f"compare: the annotate stage rated no {', '.join(lacking)}; the student learnt "
+                raise InputError(f"compare: the annotate stage rated no {', '.join(lacking)}; the student learnt "
                                  "from pairs is measured against the judge's ratings of its aspects (add their "
                                  "rating rubrics to annotate.rubrics)")
             return cols
         cols = sorted(score_columns(recs, ("judge",)))
         if not cols:
-            raise ValueError("the annotate stage wrote no judge.<aspect> column to train on")
+            raise InputError("the annotate stage wrote no judge.<aspect> column to train on")
         return cols
 
     def scales(self) -> dict[str, tuple[float, float]]:
@@ -465,7 +466,7 @@ class Pipeline:
         if from_stage is not None:
             from_stage = from_stage.replace("-", "_")
             if from_stage not in STAGES:
-                raise ValueError(f"unknown stage '{from_stage}'; choose from {', '.join(STAGES)}")
+                raise InputError(f"unknown stage '{from_stage}'; choose from {', '.join(STAGES)}")
         forced = set(STAGES[STAGES.index(from_stage):]) if from_stage else set()
         # every stage's settings, inputs and outputs first: a bad setting (an unknown mrt generator)
         # fails here, before any stage runs

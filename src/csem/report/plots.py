@@ -18,6 +18,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from csem.errors import InputError
 from csem.report.tables import METHOD_SYMBOL
 
 LEVEL_TITLE = {"summary": "summary-level (per document, averaged)", "system": "system-level",
@@ -50,7 +51,7 @@ def plot_correlations(df: pd.DataFrame, path: str | Path, *, level: str = "summa
     plt = _pyplot()
     sub = df[(df["level"] == level) & (df["method"] == method)]
     if sub.empty:
-        raise ValueError(f"no correlations for level={level!r}, method={method!r}")
+        raise InputError(f"no correlations for level={level!r}, method={method!r}")
     aspects = list(dict.fromkeys(sub["aspect"]))
     metrics = list(dict.fromkeys(sub["metric"]))
     width = 0.8 / max(len(metrics), 1)
@@ -109,7 +110,7 @@ def plot_scatter(records: Sequence[Mapping], metric: str, human: str, path: str 
     pairs = [(float(h), float(m), s) for h, m, s in pairs if h is not None and m is not None
              and not (math.isnan(float(h)) or math.isnan(float(m)))]
     if len(pairs) < 2:
-        raise ValueError(f"fewer than 2 records with both '{metric}' and '{human}'")
+        raise InputError(f"fewer than 2 records with both '{metric}' and '{human}'")
     h = np.array([p[0] for p in pairs])
     m = np.array([p[1] for p in pairs])
     systems = [p[2] for p in pairs]

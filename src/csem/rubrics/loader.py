@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from csem.errors import InputError
 from csem.rubrics.model import Rubric
 
 M = TypeVar("M", bound=BaseModel)
@@ -18,7 +19,7 @@ M = TypeVar("M", bound=BaseModel)
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
 
 
-class RubricError(ValueError):
+class RubricError(InputError):
     """A rubric id is unknown or a rubric file is unreadable/invalid; the message names the file."""
 
 

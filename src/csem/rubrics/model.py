@@ -25,6 +25,8 @@ from typing import Any, ClassVar, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from csem.errors import InputError, MissingInputError
+
 # Prompt parts shared by the rating template here and the comparison template of
 # :mod:`csem.rubrics.pairwise` (one text, so the two stay alike).
 PROMPT_HEAD = """\
@@ -88,11 +90,11 @@ class Scale(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> "Scale":
         if self.max <= self.min:
-            raise ValueError(f"scale max ({self.max}) must be greater than min ({self.min})")
+            raise InputError(f"scale max ({self.max}) must be greater than min ({self.min})")
         if self.min < 0:
-            raise ValueError(f"scale min ({self.min}) must be >= 0")
+            raise InputError(f"scale min ({self.min}) must be >= 0")
         if self.max - self.min > 100:
-            raise ValueError(f"scale {self.min}-{self.max} has more than 101 points")
+            raise InputError(f"scale {self.min}-{self.max} has more than 101 points")
         return self
 
     @property
@@ -148,10 +150,10 @@ class RubricBase(BaseModel):
         try:
             names = meta.find_undeclared_variables(_env().parse(v))
         except TemplateSyntaxError as exc:
-            raise ValueError(f"template is not valid Jinja2 (line {exc.lineno}): {exc.message}") from exc
+            raise InputError(f"template is not valid Jinja2 (line {exc.lineno}): {exc.message}") from exc
         lacking = [n for n in cls.template_needs if n not in names]
         if lacking:
-            raise ValueError("template never shows " + " nor ".join(f"'{{{{ {n} }}}}'" for n in lacking))
+            raise InputError("template never shows " + " nor ".join(f"'{{{{ {n} }}}}'" for n in lacking))
         return v
 
     @property
@@ -165,10 +167,10 @@ class RubricBase(BaseModel):
         rid = record.get("id", "?")
         v = record.get(field)
         if v is None or (isinstance(v, str) and not v.strip()) or (isinstance(v, list) and not v):
-            raise KeyError(f"rubric {self.id} needs '{field}' but record {rid} has none")
+            raise MissingInputError(f"rubric {self.id} needs '{field}' but record {rid} has none")
         if any("\x00" in t for t in ([v] if isinstance(v, str) else v if isinstance(v, list) else [])
                if isinstance(t, str)):  # never passed into a prompt silently (read_records refuses it too)
-            raise ValueError(f"record {rid}: '{field}' contains a NUL byte; remove it before judging")
+            raise InputError(f"record {rid}: '{field}' contains a NUL byte; remove it before judging")
         return v
 
     def _inputs(self, record: Mapping[str, Any]) -> dict[str, Any]:
@@ -226,16 +228,16 @@ class Rubric(RubricBase):
     def _one_form(self) -> "Rubric":
         single = self.aspect is not None or self.criteria is not None
         if single and self.aspects:
-            raise ValueError("give either 'aspect'+'criteria' (single aspect) or 'aspects' (multi-aspect), not both")
+            raise InputError("give either 'aspect'+'criteria' (single aspect) or 'aspects' (multi-aspect), not both")
         if not single and not self.aspects:
-            raise ValueError("a rubric needs 'aspect' and 'criteria', or a non-empty 'aspects' list")
+            raise InputError("a rubric needs 'aspect' and 'criteria', or a non-empty 'aspects' list")
         if single and (not self.aspect or not self.criteria):
-            raise ValueError("a single-aspect rubric needs both 'aspect' and 'criteria'")
+            raise InputError("a single-aspect rubric needs both 'aspect' and 'criteria'")
         if single:
             Criterion(aspect=self.aspect, criteria=self.criteria, steps=self.steps)  # validates the key
         names = [c.aspect for c in self.criteria_list]
         if len(set(names)) != len(names):
-            raise ValueError(f"duplicate aspect names: {names}")
+            raise InputError(f"duplicate aspect names: {names}")
         return self
 
     @property
@@ -274,12 +276,12 @@ class Rubric(RubricBase):
         crits = self.criteria_list
         if aspect is None:
             if len(crits) != 1:
-                raise ValueError(f"rubric {self.id} has aspects {self.aspect_names}; name the one to render")
+                raise InputError(f"rubric {self.id} has aspects {self.aspect_names}; name the one to render")
             target = crits[0]
         else:
             found = [c for c in crits if c.aspect == aspect]
             if not found:
-                raise ValueError(f"rubric {self.id} has no aspect '{aspect}' (has {self.aspect_names})")
+                raise InputError(f"rubric {self.id} has no aspect '{aspect}' (has {self.aspect_names})")
             target = found[0]
         candidate = self._need(record, "candidate")
         inputs = self._inputs(record)

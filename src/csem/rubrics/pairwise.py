@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Mapping
 
 from pydantic import Field, field_validator
 
+from csem.errors import InputError
 from csem.rubrics.loader import BUILTIN_DIR, RubricError, _read_mapping, _validated
 from csem.rubrics.model import PROMPT_HEAD, PROMPT_INPUTS, RubricBase, _env
 
@@ -74,14 +75,14 @@ class PairwiseRubric(RubricBase):
     @classmethod
     def _kind(cls, v: str) -> str:
         if v != "pairwise":
-            raise ValueError(f"a pairwise rubric has kind 'pairwise', got '{v}'")
+            raise InputError(f"a pairwise rubric has kind 'pairwise', got '{v}'")
         return v
 
     @field_validator("choices")
     @classmethod
     def _choices(cls, v: tuple[str, str]) -> tuple[str, str]:
         if len(v) != 2 or not all(c.strip() for c in v) or v[0] == v[1]:
-            raise ValueError(f"choices must be two different non-empty labels, got {v}")
+            raise InputError(f"choices must be two different non-empty labels, got {v}")
         return v
 
     def render(self, first: Mapping[str, Any], second: Mapping[str, Any]) -> list[dict[str, str]]:

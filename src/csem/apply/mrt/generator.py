@@ -7,6 +7,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from csem.errors import InputError
+
 
 def resolve_generator(uri: str) -> str:
     """The model path of a generator URI: ``hf:PATH`` (folder or ``.gguf``), ``smollm2`` (the packaged
@@ -29,7 +31,7 @@ def load_generator(uri: str) -> tuple[Any, Any]:
 
     gen = HFBackend(resolve_generator(uri))
     if gen.is_seq2seq:
-        raise ValueError(f"{uri}: a seq2seq model; csem mrt trains causal generators")
+        raise InputError(f"{uri}: a seq2seq model; csem mrt trains causal generators")
     return gen.net, gen.tokenizer
 
 

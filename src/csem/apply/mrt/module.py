@@ -18,6 +18,7 @@ from csem.apply.mrt.losses import (completion_mask, continuation_logprobs, fill_
                                    prompt_cache, q_distribution, sequence_logprobs)
 from csem.apply.mrt.rewards import RewardCache
 from csem.apply.mrt.sampling import batch_for_step, sample_continuations, step_seed
+from csem.errors import InputError
 
 LOG_FIELDS = ("step", "epoch", "loss", "mrt_loss", "mle_loss", "reward_mean", "reward_max", "q_entropy",
               "sample_length", "seconds", "cpu_seconds")
@@ -78,7 +79,7 @@ def lightning_module_class():
             if cfg.lam == 0:  # MLE only: Eq. 12's MRT term has weight 0, nothing to sample or score
                 l_mle = self._mle(srcs, logprobs)
                 if l_mle is None:
-                    raise ValueError("lambda = 0 (MLE only) needs sources with a 'reference'")
+                    raise InputError("lambda = 0 (MLE only) needs sources with a 'reference'")
                 row = {"step": self.global_step, "epoch": self.current_epoch, "loss": float(l_mle.detach()),
                        "mle_loss": float(l_mle.detach())}
                 self._pending = row if batch_idx % cfg.accumulate == cfg.accumulate - 1 else None

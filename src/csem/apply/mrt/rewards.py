@@ -9,6 +9,8 @@ import math
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from csem.errors import InputError
+
 
 class RewardCache:
     """Rewards per (source id, candidate text), in memory and in an append-only JSONL log
@@ -95,7 +97,7 @@ def metric_reward(metric: Any, weights: Mapping[str, float] | None = None) -> Ca
     if weights:
         unknown = [c for c in weights if c not in cols]
         if unknown:
-            raise ValueError(f"reward weights name {unknown}; the metric writes {cols}")
+            raise InputError(f"reward weights name {unknown}; the metric writes {cols}")
         w = {c: float(weights.get(c, 0.0)) for c in cols}
         from csem.apply.reranking import check_finite
 

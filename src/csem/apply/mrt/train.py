@@ -21,6 +21,7 @@ from csem.apply.mrt.generator import load_generator, save_generator
 from csem.apply.mrt.module import hf_checkpoint_callback, lightning_module_class
 from csem.apply.mrt.rewards import RewardCache, metric_reward, reward_identity
 from csem.data.jsonio import write_json
+from csem.errors import InputError
 
 
 @dataclass
@@ -92,10 +93,10 @@ def train_mrt(generator: str | tuple[Any, Any], sources: Sequence[Mapping[str, A
     for i, s in enumerate(sources):
         sid = s.get("doc_id") if s.get("doc_id") is not None else s.get("id")
         if sid is None or not isinstance(s.get("source"), str) or not s["source"].strip():
-            raise ValueError(f"source {i + 1}: needs an id ('doc_id' or 'id') and a non-empty 'source'")
+            raise InputError(f"source {i + 1}: needs an id ('doc_id' or 'id') and a non-empty 'source'")
         srcs.append(dict(s, doc_id=str(sid)))
     if not srcs:
-        raise ValueError("MRT needs at least one source")
+        raise InputError("MRT needs at least one source")
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     fn = reward if not hasattr(reward, "columns") else metric_reward(reward, cfg.weights)

@@ -7,8 +7,10 @@ import os
 from pathlib import Path
 from typing import Iterator
 
+from csem.errors import InputError
 
-class DatasetError(ValueError):
+
+class DatasetError(InputError):
     """A dataset file is missing a field, of an unexpected format or inconsistent; names file and line."""
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from csem.data.loaders._io import DatasetError, iter_jsonl, need, resolve, unique
+from csem.errors import InputError
 
 TOPICAL_CHAT_ASPECTS = ("understandability", "naturalness", "coherence", "engagingness", "groundedness", "overall")
 CHIANG_ASPECTS = ("naturalness", "coherence", "engagingness", "groundedness")
@@ -80,7 +81,7 @@ def load_topical_chat_llm_ratings(
         that does not join to the human set.
     """
     if mode not in CHIANG_MODES:
-        raise ValueError(f"unknown mode '{mode}'; choose from {CHIANG_MODES}")
+        raise InputError(f"unknown mode '{mode}'; choose from {CHIANG_MODES}")
     folder = resolve(path, "topical_chat_llm_chiang2023", "", _CHIANG_HINT)
     if folder.is_file():
         folder = folder.parent

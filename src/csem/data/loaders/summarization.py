@@ -6,6 +6,7 @@ from pathlib import Path
 
 from csem.data.loaders._io import DatasetError, iter_jsonl, need, resolve, unique
 from csem.data.loaders.summeval import load_summeval
+from csem.errors import InputError
 
 NEWSROOM_ASPECTS = ("coherence", "fluency", "informativeness", "relevance")
 
@@ -88,7 +89,7 @@ def load_qags(path: str | Path | None = None, *, subset: str | None = None, toke
         ``human.consistency`` in [0, 1] (mean of per-sentence majority labels), ``sentences`` kept.
     """
     if subset not in (None, "cnndm", "xsum"):
-        raise ValueError(f"subset must be 'cnndm', 'xsum' or None, got {subset!r}")
+        raise InputError(f"subset must be 'cnndm', 'xsum' or None, got {subset!r}")
     p = resolve(path, "qags", "qags.jsonl", _QAGS_HINT)
     out = []
     for line, row in iter_jsonl(p):
@@ -127,7 +128,7 @@ def load_summeval_geval_metriceval(
         1600 records of :func:`csem.data.loaders.summeval.load_summeval` plus ``judge.<aspect>``.
     """
     if value not in ("score_normalized", "ecdf"):
-        raise ValueError(f"value must be 'score_normalized' or 'ecdf', got {value!r}")
+        raise InputError(f"value must be 'score_normalized' or 'ecdf', got {value!r}")
     p = resolve(path, "summeval_geval_metriceval", "summeval_geval_metriceval.jsonl", _METRICEVAL_HINT)
     if summeval_path is None:
         sib = p.parent.parent / "summeval"
@@ -144,5 +145,5 @@ def load_summeval_geval_metriceval(
             raise DatasetError(f"{p}, line {line}: ({row['doc_id']}, {row['system_id']}) is not a SummEval row")
         by_id[key][f"judge.{row['aspect']}"] = None if row[value] is None else float(row[value])
     if (judge, run) not in found:
-        raise ValueError(f"{p}: no ratings for judge={judge!r}, run={run}; available: {sorted(found)}")
+        raise InputError(f"{p}: no ratings for judge={judge!r}, run={run}; available: {sorted(found)}")
     return list(by_id.values())

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from csem.data.loaders._io import DatasetError, iter_jsonl, need, resolve
+from csem.errors import InputError
 
 SUMMEVAL_ASPECTS = ("coherence", "consistency", "fluency", "relevance")
 SUMMEVAL_SYSTEMS = ("M0", "M1", "M2", "M5", "M8", "M9", "M10", "M11", "M12", "M13", "M14", "M15",
@@ -78,9 +79,9 @@ def load_summeval(
         ValueError: unknown ``source_field`` or ``target``.
     """
     if source_field not in ("source", "source_tokenized"):
-        raise ValueError(f"source_field must be 'source' or 'source_tokenized', got {source_field!r}")
+        raise InputError(f"source_field must be 'source' or 'source_tokenized', got {source_field!r}")
     if target not in ("expert", "turker"):
-        raise ValueError(f"target must be 'expert' or 'turker', got {target!r}")
+        raise InputError(f"target must be 'expert' or 'turker', got {target!r}")
     p = resolve(path, "summeval", "summeval.jsonl", _SUMMEVAL_HINT)
     files = sorted(p.glob("*.jsonl"), key=_system_sort_key) if p.is_dir() else [p]
     if not files:
@@ -211,7 +212,7 @@ def load_summeval_llm_ratings(
         to SummEval or repeats.
     """
     if score_field not in ("score", "score_authors_rule"):
-        raise ValueError(f"score_field must be 'score' or 'score_authors_rule', got {score_field!r}")
+        raise InputError(f"score_field must be 'score' or 'score_authors_rule', got {score_field!r}")
     p = resolve(path, "summeval_llm_shen2023", "summeval_llm_shen2023.jsonl", _SHEN_HINT)
     if summeval_path is None:
         sibling = p.parent.parent / "summeval"
@@ -240,7 +241,7 @@ def load_summeval_llm_ratings(
         rule = row.get("score_rule" if score_field == "score" else "authors_rule")
         rec["judge_score_rule"][aspect] = rule
     if not rated:
-        raise ValueError(f"{p}: no ratings for judge={judge!r}, method={method!r}; available: "
+        raise InputError(f"{p}: no ratings for judge={judge!r}, method={method!r}; available: "
                          f"{sorted(available)}")
     order = {k: i for i, k in enumerate(base)}
     return sorted(rated.values(), key=lambda r: order[r["id"]])

@@ -29,6 +29,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from csem.errors import InputError
 from csem.llm.api import BackendError, GenerationResult, Messages, ScoreDistribution
 from csem.llm.config import GenerateConfig
 from csem.llm.providers.score_tokens import digit_mask, log_softmax, score_probs, score_variants
@@ -77,11 +78,11 @@ class HFBackend:
     def __init__(self, model: str, *, device: str = "cpu", trust_remote_code: bool = False, dtype: str = "float32",
                  batch_size: int = 1, batch_wait: float = 0.02):
         if not model:
-            raise ValueError("hf backend needs a model: hf:FOLDER_OR_HUB_ID or hf:FILE.gguf")
+            raise InputError("hf backend needs a model: hf:FOLDER_OR_HUB_ID or hf:FILE.gguf")
         if dtype not in DTYPES:
-            raise ValueError(f"hf backend: unknown dtype '{dtype}' (use one of: {', '.join(DTYPES)})")
+            raise InputError(f"hf backend: unknown dtype '{dtype}' (use one of: {', '.join(DTYPES)})")
         if int(batch_size) < 1:
-            raise ValueError(f"hf backend: batch_size must be at least 1, got {batch_size}")
+            raise InputError(f"hf backend: batch_size must be at least 1, got {batch_size}")
         self.model, self.device, self.trust_remote_code = model, device, bool(trust_remote_code)
         self.dtype, self.batch_size, self.batch_wait = dtype, int(batch_size), float(batch_wait)
         self.max_concurrency = self.default_concurrency = self.batch_size
@@ -165,7 +166,7 @@ class HFBackend:
             # transformers >= 4.56 moved group (diverse) beam search to a hub-hosted
             # ``custom_generate`` recipe: it needs network access and trust_remote_code, so it is opt-in.
             if not self.trust_remote_code:
-                raise ValueError(
+                raise InputError(
                     f"{self.id}: diverse beam search (num_beam_groups > 1) runs code fetched from the hub "
                     "('transformers-community/group-beam-search', transformers >= 4.56); allow it explicitly with "
                     "the backend option trust_remote_code=true, or use plain beam search (num_beam_groups 1)")

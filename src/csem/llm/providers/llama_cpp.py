@@ -29,6 +29,8 @@ from typing import Sequence
 
 import numpy as np
 
+from csem.errors import InputError
+
 # llama.cpp's OpenMP threads spin while waiting; on a shared CPU that stalls everyone (set before
 # llama_cpp is imported, respected if the user set it already)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -96,7 +98,7 @@ class LlamaCppBackend:
             raise BackendError(f"{self.model_path}: no such GGUF file")
         self.prefix_reuse = prefix_reuse
         if not 1 <= block_size <= n_batch:
-            raise ValueError(f"block_size must be in 1..n_batch ({n_batch}), got {block_size}")
+            raise InputError(f"block_size must be in 1..n_batch ({n_batch}), got {block_size}")
         self.block_size = int(block_size)
         threads = n_threads or min(2, os.cpu_count() or 1)
         self.sha256 = _file_sha256(self.model_path)
@@ -277,7 +279,7 @@ def llama_cpp_backend(target: str, **options) -> LlamaCppBackend:
     from csem.assets import AssetError, resolve_gguf
 
     if not target:
-        raise ValueError("llama-cpp backend needs a model: llama-cpp:PATH or llama-cpp:smollm2|qwen-0.5b|local")
+        raise InputError("llama-cpp backend needs a model: llama-cpp:PATH or llama-cpp:smollm2|qwen-0.5b|local")
     try:
         path = resolve_gguf(target)
     except AssetError as exc:
@@ -303,5 +305,5 @@ def llama_cpp_backend(target: str, **options) -> LlamaCppBackend:
 def local_backend(target: str = "", **options) -> LlamaCppBackend:
     """``local``: the embedded judge (Qwen2.5-Coder-1.5B-Instruct Q4_K_M), as ``llama-cpp:local``."""
     if target:
-        raise ValueError(f"'local' takes no model name (got 'local:{target}'); use llama-cpp:{target}")
+        raise InputError(f"'local' takes no model name (got 'local:{target}'); use llama-cpp:{target}")
     return llama_cpp_backend("local", **options)

@@ -35,7 +35,10 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
+
+from csem.errors import InputError
 
 # CPU flags that select llama.cpp's CPU kernels (x86 /proc/cpuinfo names; ARM 'Features' names)
 _KERNEL_FLAGS = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
@@ -172,7 +175,7 @@ def extra_bufts_usable(model_path: str | Path, model_sha256: str, *, command: li
     if env in ("1", "true", "yes", "on"):
         return {"use_extra_bufts": True, "source": "env", "outcome": "CSEM_LLAMA_EXTRA_BUFTS=1"}
     if env not in ("", "auto"):
-        raise ValueError(f"CSEM_LLAMA_EXTRA_BUFTS must be 0, 1 or auto, got {env!r}")
+        raise InputError(f"CSEM_LLAMA_EXTRA_BUFTS must be 0, 1 or auto, got {env!r}")
     key = probe_key(model_sha256)
     with _LOCK:
         cached = None if refresh else _read_cache().get(key)
@@ -181,7 +184,7 @@ def extra_bufts_usable(model_path: str | Path, model_sha256: str, *, command: li
         result = run_probe(model_path, command=command)
         entry = {"use_extra_bufts": result["ok"] or result["outcome"].startswith("error"),
                  "outcome": result["outcome"], "seconds": result["seconds"], "model": Path(model_path).name,
-                 "cpu": cpu_info()["model"], "build": build_info().get("version", "")}
+                 "cpu": cpu_info()["model"], "build": build_info().get("version", ""), "probed_at": time.time()}
         if not result["outcome"].startswith("error"):
             _write_cache(key, entry)
         return {**entry, "source": "probe"}

@@ -36,10 +36,12 @@ import math
 import os
 import time
 from typing import Any, Sequence
-from urllib.parse import urlparse
+from urllib.parse import parse_qsl, urlparse
 
+from csem.errors import InputError
 from csem.llm.api import BackendAuthError, BackendError, GenerationResult, LogprobsUnsupported, Messages, ScoreDistribution
 from csem.llm.config import GenerateConfig
+from csem.llm.redact import install_log_filter, is_secret_name, redact_url
 
 
 class OpenAIBackend:
@@ -53,7 +55,7 @@ class OpenAIBackend:
                  api_version: str | None = None, azure: bool | None = None, timeout: float = 60.0,
                  top_logprobs: int = 20, send_top_k: bool | None = None):
         if not model:
-            raise ValueError("openai backend needs a model name: openai:MODEL (e.g. openai:gpt-4o-mini)")
+            raise InputError("openai backend needs a model name: openai:MODEL (e.g. openai:gpt-4o-mini)")
         self.model = model
         az_endpoint = os.environ.get("AZURE_OPENAI_ENDPOINT")
         self.azure = bool(azure) if azure is not None else bool(
@@ -63,10 +65,16 @@ class OpenAIBackend:
         key = api_key or (os.environ.get("AZURE_OPENAI_API_KEY") if self.azure else None) or os.environ.get("OPENAI_API_KEY")
         self._api_key = key or "sk-no-key"  # local servers without auth still need a non-empty key
         self.secrets = (key,) if key else ()
+        if self.base_url:  # a password in the URL or a signed query is a secret as much as the key
+            parts = urlparse(self.base_url)
+            self.secrets += tuple(x for x in (parts.password, parts.username if parts.password is None else None) if x)
+            self.secrets += tuple(v for k, v in parse_qsl(parts.query) if is_secret_name(k) and v)
         self.api_version = api_version or os.environ.get("OPENAI_API_VERSION") or "2024-06-01"
         self.timeout = float(timeout)
         self.top_logprobs = int(top_logprobs)
-        where = urlparse(self.base_url).netloc + urlparse(self.base_url).path if self.base_url else "api.openai.com"
+        # the id names the endpoint through the one redaction rule (a hash stands for any credential in it)
+        shown = urlparse(redact_url(self.base_url)) if self.base_url else None
+        where = shown.netloc + shown.path if shown else "api.openai.com"
         host = (urlparse(self.base_url).hostname or "") if self.base_url else "api.openai.com"
         self.send_top_k = (bool(send_top_k) if send_top_k is not None
                            else not (self.azure or host == "openai.com" or host.endswith(".openai.com")))
@@ -86,6 +94,8 @@ class OpenAIBackend:
         entry = self._loop_client.get(id(loop))
         if entry is None or entry[0] is not loop:
             import openai
+
+            install_log_filter()  # httpx logs each request's URL, credentials included
 
             if self.azure:
                 client = openai.AsyncAzureOpenAI(azure_endpoint=self.base_url, api_key=self._api_key,
@@ -171,6 +181,9 @@ class OpenAIBackend:
         resp = await self._request(messages=list(messages), max_tokens=3 if multi_digit else 1, temperature=0.0,
                                    logprobs=True, top_logprobs=self.top_logprobs)
         choice = resp.choices[0]
+        why = refusal_reason(choice)
+        if why:  # before any probability is read: a withheld reply's logprobs are not the judge's answer
+            raise BackendError(f"{self.id}: {why}")
         content = getattr(choice.logprobs, "content", None) if choice.logprobs is not None else None
         if not content or not content[0].top_logprobs:
             raise LogprobsUnsupported(f"{self.id}: server returned no logprobs")
@@ -224,9 +237,9 @@ class OpenAIBackend:
         ctok = getattr(usage, "completion_tokens", 0) or 0
         out = []
         for c in resp.choices:
-            if c.finish_reason == "content_filter" and not (c.message and c.message.content):
-                raise BackendError(f"{self.id}: the reply was withheld by the server's content filter "
-                                   "(finish_reason content_filter, no text)")
+            why = refusal_reason(c)
+            if why:
+                raise BackendError(f"{self.id}: {why}")
             lps = None
             if config.logprobs and c.logprobs is not None and getattr(c.logprobs, "content", None):
                 lps = [{"token": t.token, "logprob": t.logprob,
@@ -279,6 +292,27 @@ def retry_after_seconds(headers: Any, *, now: float | None = None) -> float | No
 
         when = when.replace(tzinfo=_dt.timezone.utc)
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def refusal_reason(choice: Any) -> str | None:
+    """Why a reply's choice is no answer to judge, or None when it is one.
+
+    A choice is withheld or refused when its ``finish_reason`` is ``content_filter`` (Azure's and
+    OpenAI's content filter, with or without partial text), its message has a non-empty ``refusal``
+    (OpenAI's structured-output refusals), or its message's ``content`` is ``null``. Such a
+    judgment is missing with this reason in every scoring mode, and no probability of it is read.
+    """
+    msg = getattr(choice, "message", None)
+    if getattr(choice, "finish_reason", None) == "content_filter":
+        text = (getattr(msg, "content", None) or "") if msg is not None else ""
+        return ("the reply was withheld by the server's content filter (finish_reason content_filter, "
+                + (f"partial text {text[:60]!r})" if text else "no text)"))
+    refusal = getattr(msg, "refusal", None) if msg is not None else None
+    if isinstance(refusal, str) and refusal.strip():
+        return f"the model refused to answer (refusal: {' '.join(refusal.split())[:120]!r})"
+    if msg is not None and getattr(msg, "content", None) is None:
+        return f"the reply has no text (content null, finish_reason {getattr(choice, 'finish_reason', None)})"
+    return None
 
 
 def _message(exc: Any) -> str:
