@@ -88,7 +88,13 @@ def test_every_stage_writes_its_file(finished_run):
         assert r["spearman"] is None or -1 <= r["spearman_ci"][0] <= r["spearman_ci"][1] <= 1
     assert "spearman 95% CI" in report
     base = json.loads((rd / "baselines.json").read_text())
-    assert {r["scorer"] for r in base} == {"length", "extractiveness", "system prior"}
+    assert {r["scorer"] for r in base} == {"length", "extractiveness", "system prior", "overlap fit"}
+    for f in ("curve.json", "verdict.json", "gate.json"):  # the run says whether to trust its student
+        assert (rd / f).exists(), f
+    verdict = json.loads((rd / "verdict.json").read_text())
+    assert verdict["status"] in ("do-not-use", "not-yet", "use-with-care", "replace")
+    assert report.startswith("# csem run report") and report.index("## Verdict") < report.index("## Data")
+    assert json.loads((rd / "model" / "metric_card.json").read_text())["verdict"]["status"] == verdict["status"]
     assert {r["target"] for r in base} == {"judge"} and "Trivial baselines on the same held-out sources" in report
     assert p.baseline_rows() == base
 

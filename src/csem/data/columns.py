@@ -8,7 +8,7 @@ Grammar (``<aspect>`` and ``<name>`` never contain ``.`` or ``@``)::
     kind       := "human" | "judge" | "metric"
     body       := <aspect>                  (human, judge)
                 | <name> [ "." <aspect> ]   (metric)
-    side       := "missing" | "raw" | "mass" | "std"
+    side       := "missing" | "raw" | "mass" | "std" | "repeat"
 
 * ``human.coherence``: a human judgment of an aspect.
 * ``judge.coherence``: an LLM judge's score; ``judge.coherence@geval/summeval-coherence`` when two
@@ -19,10 +19,13 @@ Grammar (``<aspect>`` and ``<name>`` never contain ``.`` or ``@``)::
 * Side fields describe a score column and are never scores themselves: ``.missing`` (text: why
   the judge gave no score), ``.raw`` (text: the judge's answer), ``.mass`` (number in [0, 1]:
   valid-score probability mass, ``probs`` mode), ``.std`` (number: MC-dropout standard deviation
-  of a learned metric). They come last, after the tag: ``judge.coherence@x.missing``.
+  of a learned metric), ``.repeat`` (number: the judge's second, independent score of the same
+  candidate under a second rendering of the rubric, [`csem.judge.repeat`][]; a measurement of the
+  judge's repeatability, never a training label). They come last, after the tag:
+  ``judge.coherence@x.missing``.
 
 A name whose last segment is a side-field name is always read as a side field, so no aspect or
-metric may be called ``missing``, ``raw``, ``mass`` or ``std`` (:func:`format_column` refuses).
+metric may be called ``missing``, ``raw``, ``mass``, ``std`` or ``repeat`` (:func:`format_column` refuses).
 Score columns hold a float or None; text side fields hold a string or None.
 """
 
@@ -35,7 +38,7 @@ from csem.errors import InputError
 
 KINDS = ("human", "judge", "metric")
 #: side fields: name -> value type ("text" or "number")
-SIDE_FIELDS = {"missing": "text", "raw": "text", "mass": "number", "std": "number"}
+SIDE_FIELDS = {"missing": "text", "raw": "text", "mass": "number", "std": "number", "repeat": "number"}
 
 
 @dataclass(frozen=True)

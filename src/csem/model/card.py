@@ -137,7 +137,7 @@ def render_markdown(card: Mapping[str, Any]) -> str:
     """Markdown rendering of :func:`build_card`'s dict."""
     t = card["training"]
     lines = [f"# Metric card: {card['name']}", "",
-             f"csem {card['csem_version']}, created {card['created']}.", "",
+             f"csem {card['csem_version']}, created {card['created']}.", "", *_trust_lines(card),
              "## Distilled from", "",
              f"- judge: {card['distilled_from']['judge'] or 'not recorded'}",
              f"- rubric: {card['distilled_from']['rubric'] or 'not recorded'}",
@@ -181,6 +181,29 @@ def render_markdown(card: Mapping[str, Any]) -> str:
     if card.get("notes"):
         lines += ["", "## Notes", "", card["notes"]]
     return "\n".join(lines) + "\n"
+
+
+def _trust_lines(card: Mapping[str, Any]) -> list[str]:
+    """The card's opening sections when a run measured them: the verdict ([`csem.report.verdict`][]) and
+    the judge's repeatability ([`csem.judge.repeat`][])."""
+    lines: list[str] = []
+    v = card.get("verdict")
+    if v:
+        lines += ["## Verdict", "", f"**{v['headline']}**", "", v["text"], "", f"({v.get('source', '')})", ""]
+    rep = card.get("judge_repeatability")
+    if rep:
+        lines += ["## The judge's repeatability", "",
+                  f"The judge scored {rep['candidates']} candidates of {rep['sources']} sources a second time "
+                  f"({rep['rendering']}); summary-level Spearman of the two scores (r) and the attenuation bound "
+                  "sqrt(r), the most a student can agree with the judge:", "",
+                  "| label | r | 95% CI | sqrt(r) | dataset-level r |", "| --- | --- | --- | --- | --- |"]
+        fmt = lambda x: "n/a" if x is None else f"{x:.3f}"  # noqa: E731
+        for col, f in rep["columns"].items():
+            s, d = f["summary"], f["dataset"]
+            ci = "n/a" if not s.get("ci") else f"{s['ci'][0]:.3f} to {s['ci'][1]:.3f}"
+            lines.append(f"| {col} | {fmt(s['r'])} | {ci} | {fmt(s.get('sqrt_r'))} | {fmt(d['r'])} |")
+        lines.append("")
+    return lines
 
 
 def write_card(folder: Path, card: Mapping[str, Any]) -> None:

@@ -67,11 +67,16 @@ def agreement_table(records: list[dict], label_cols: list[str], *, human_cols: l
         for scorer, xcol, target, ycol in pairs:
             x, y = [r.get(xcol) for r in records], [r.get(ycol) for r in records]
             new = _rows(aspect, scorer, target, x, y, groups, levels)
-            for row in new if bootstrap > 0 else ():
-                ci = bootstrap_ci(x, y, level=row["level"], method="spearman", groups=groups, n=bootstrap, seed=seed)
-                row["spearman_ci"] = (None if math.isnan(ci.low) or math.isnan(ci.high)
-                                      else [round(ci.low, 4), round(ci.high, 4)])
-            rows += new
+            rows += _add_ci(new, x, y, groups, bootstrap, seed)
+    return rows
+
+
+def _add_ci(rows: list[dict], x: list, y: list, groups: list, bootstrap: int, seed: int) -> list[dict]:
+    """``rows`` with ``spearman_ci`` (the 95% interval over ``bootstrap`` resampled sources) when
+    ``bootstrap`` > 0."""
+    for row in rows if bootstrap > 0 else ():
+        ci = bootstrap_ci(x, y, level=row["level"], method="spearman", groups=groups, n=bootstrap, seed=seed)
+        row["spearman_ci"] = None if math.isnan(ci.low) or math.isnan(ci.high) else [round(ci.low, 4), round(ci.high, 4)]
     return rows
 
 
@@ -120,11 +125,37 @@ def seed_spread(per_seed: dict[str, list[dict]], methods: tuple[str, ...] = METH
 
 
 #: the trivial baselines of :func:`baseline_rows`, in their order
-BASELINE_SCORERS = ("length", "extractiveness", "system prior")
+BASELINE_SCORERS = ("length", "extractiveness", "system prior", "overlap fit")
+
+
+def _overlap_fit(train: list[dict], test: list[dict], label_cols: list[str]) -> dict[str, dict[str, list]]:
+    """``{"overlap fit": {label column: scores}}``, or ``{}`` where it cannot be fitted (a record without a
+    source, too few labelled training rows)."""
+    from csem.baselines import overlap_least_squares
+
+    if not test or not train or not all(isinstance(r.get("source"), str) for r in train + test):
+        return {}
+    try:
+        return {"overlap fit": overlap_least_squares(train, test, label_cols)}
+    except ValueError:  # fewer labelled rows than coefficients: no fit to report
+        return {}
+
+
+def baseline_scores(train: list[dict], test: list[dict], label_cols: list[str]) -> dict[str, dict[str, list]]:
+    """The trivial baselines' scores of the held-out records (see [`baseline_rows`][csem.pipeline.agreement.baseline_rows]):
+    ``{baseline: {label column: [score per test record]}}``, baselines that cannot be computed left out."""
+    from csem.baselines import extractiveness, length, system_prior
+
+    scores: dict[str, dict[str, list]] = {"length": {c: length(test) for c in label_cols},
+                                          "extractiveness": {c: extractiveness(test) for c in label_cols}}
+    if test and all(r.get("system_id") is not None for r in test + train):
+        scores["system prior"] = system_prior(train, test, label_cols)
+    scores.update(_overlap_fit(train, test, label_cols))
+    return scores
 
 
 def baseline_rows(train: list[dict], test: list[dict], label_cols: list[str], *,
-                  levels: tuple[str, ...] = ("summary", "dataset")) -> list[dict]:
+                  levels: tuple[str, ...] = ("summary", "dataset"), bootstrap: int = 0, seed: int = 0) -> list[dict]:
     """Rows of :func:`agreement_table`'s layout (``scorer`` = the baseline, ``target`` = ``judge``) for the
     trivial baselines on the held-out records: could they explain the student's agreement?
 
@@ -132,7 +163,10 @@ def baseline_rows(train: list[dict], test: list[dict], label_cols: list[str], *,
     * ``extractiveness``: share of its trigrams found in the source (:func:`csem.baselines.lexical.extractiveness`);
     * ``system prior``: the mean training label of the candidate's system (``system_id``;
       :func:`csem.baselines.prior.system_prior`; candidates of systems without training labels are
-      left out and counted in ``n_missing``).
+      left out and counted in ``n_missing``);
+    * ``overlap fit``: the overlap features (candidate against its source) fitted to the training labels
+      by least squares ([`csem.baselines.overlap_least_squares`][]; no row where a source is missing or
+      the training rows are fewer than its coefficients).
 
     Correlations are signed as computed (a judge that prefers short candidates gives length a negative
     figure). Records without ``system_id`` give the prior no row.
@@ -140,21 +174,19 @@ def baseline_rows(train: list[dict], test: list[dict], label_cols: list[str], *,
     Args:
         train: the training records (with the label columns); test: the held-out records.
         label_cols: the judge's columns (``judge.<aspect>``). levels: correlation levels.
+        bootstrap, seed: as [`agreement_table`][csem.pipeline.agreement.agreement_table] (``spearman_ci``).
 
     Returns:
         One row per label column, baseline and level.
     """
-    from csem.baselines import extractiveness, length, system_prior
-
-    scores: dict[str, dict[str, list]] = {"length": {c: length(test) for c in label_cols},
-                                          "extractiveness": {c: extractiveness(test) for c in label_cols}}
-    if test and all(r.get("system_id") is not None for r in test + train):
-        scores["system prior"] = system_prior(train, test, label_cols)
+    scores = baseline_scores(train, test, label_cols)
     groups = [r.get("doc_id") for r in test]
     rows = []
     for label in label_cols:
         y = [r.get(label) for r in test]
         for name in BASELINE_SCORERS:
             if name in scores:
-                rows += _rows(aspect_of(label), name, "judge", scores[name][label], y, groups, levels)
+                x = scores[name][label]
+                rows += _add_ci(_rows(aspect_of(label), name, "judge", x, y, groups, levels), x, y, groups, bootstrap,
+                                seed)
     return rows

@@ -32,7 +32,8 @@ from csem.collect.sampler import GeneratorSpec
 from csem.errors import InputError
 from csem.llm import GenerateConfig
 
-STAGES = ("collect", "annotate", "compare", "train", "score", "meta_eval", "seeds", "rerank", "mrt", "report")
+STAGES = ("collect", "annotate", "compare", "train", "score", "meta_eval", "curve", "seeds", "rerank", "mrt", "verdict",
+          "report")
 EXAMPLES_DIR = Path(__file__).parent / "examples"
 
 
@@ -75,6 +76,37 @@ class AnnotateConfig(_Strict):
     n: int = Field(20, ge=1)
     temperature: float = Field(1.0, ge=0)
     options: dict = Field(default_factory=dict)  # backend options (as --judge-opt): base_url, n_ctx, ...
+    # the judge's repeatability (csem.judge.repeat): this share of the sources judged again under a second
+    # rendering of each rubric (its paraphrase; sample mode: new samples; or repeat_rubrics, one per rubric)
+    repeatability: float = Field(0.0, ge=0, le=1)
+    repeat_rubrics: list[str] | None = None
+    repeat_seed: int = 0
+
+
+#: annotate settings added after run folders existed: left out of the annotate fingerprint at their default
+ANNOTATE_FIELDS_ADDED = ("repeatability", "repeat_rubrics", "repeat_seed")
+
+
+class CurveConfig(_Strict):
+    """The curve stage: the student's learning curve on this run's own labels.
+
+    The train stage's recipe (one student, not an ensemble: ``train.model.members`` is set to 1) trained
+    on nested shares of the training sources (``shares``, each a superset of the one before: a seeded
+    order of the sources, its first ``share``), with ``seeds`` (default: the train stage's seed), each
+    scored on the held-out sources; a log-linear fit of agreement against training labels, its slope
+    (the expected gain per doubling of the labels) with a 95% interval, and the labels at which the fit
+    comes within 0.05 of the judge's attenuation bound ``sqrt(r)`` ([`csem.meta.curve`][]).
+    """
+
+    shares: list[float] = Field(default_factory=lambda: [0.25, 0.5, 1.0], min_length=2)
+    seeds: list[int] | None = Field(None, min_length=1)
+    seed: int = 0  # the order in which sources enter the nested shares
+
+    @model_validator(mode="after")
+    def _shares(self) -> "CurveConfig":
+        if any(not 0 < s <= 1 for s in self.shares) or sorted(set(self.shares)) != list(self.shares):
+            raise ValueError(f"curve.shares must rise, each in (0, 1]: {self.shares}")
+        return self
 
 
 class CompareConfig(_Strict):
@@ -267,6 +299,7 @@ class PipelineConfig(_Strict):
     train: TrainStageConfig = Field(default_factory=TrainStageConfig)
     rerank: RerankConfig | None = None  # rerank the N-best lists with the student after training
     mrt: MrtConfig | None = None  # fine-tune a generator with MRT + MLE, the student as the reward
+    curve: CurveConfig | None = Field(default_factory=CurveConfig)  # the learning curve; null: no curve stage
     human_cols: list[str] = Field(default_factory=list)  # human.<aspect> columns in the sources, if any
 
     @field_validator("name")

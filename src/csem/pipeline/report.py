@@ -1,11 +1,14 @@
-"""The run report of a pipeline: ``report.md`` and ``report.html`` with figures (matplotlib, PNG).
+"""The run report of a pipeline: ``report.md`` and ``report.html`` (one self-contained file, figures embedded).
 
-Sections: data sizes (sources, candidates per system), judge cost and time, training curves,
-agreement of the student with the judge (and humans) on held-out sources, throughput, (with
-``train.seeds``) the spread of that agreement over training seeds, and (with ``rerank``) what the
-rerank stage chose: per source the judge's score of the chosen candidate against the mean judge score
-of its N-best list, and (with ``mrt``) the generator fine-tuning: steps, the mean reward and MLE loss
-over the first and last quarter of its log. Every figure comes from a file a stage wrote in this run.
+The report opens with the verdict ([`csem.report.verdict`][]: can the student replace its judge, would
+more labels help) and the headline figures, then one section per question, each holding its own text,
+table and figure: the data, the judge (cost and its repeatability), the student (training, throughput),
+its agreement with the judge on held-out sources (a scatter per aspect, coloured by system, with the
+diagonal and every source's Spearman), the trivial baselines (bars with 95% intervals), the learning
+curve (with the judge's attenuation bound ``sqrt(r)`` as a band), the acceptability gate's count of
+floored real candidates, and where configured the spread over seeds, reranking (gain per source) and
+MRT. Numbers are rounded to 3 decimals at most (intervals to 2); mappings are tables. Every figure
+comes from a file a stage wrote in this run.
 """
 
 from __future__ import annotations
@@ -13,40 +16,143 @@ from __future__ import annotations
 import base64
 import html
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from csem.data.filenames import path_in
 from csem.data.records import read_records
 from csem.pipeline.agreement import BOOTSTRAP, aspect_of, student_col
 from csem.pipeline.folder import BASELINES_FILE
-from csem.report.plots import plot_scatter, plot_training_curve
-from csem.report.tables import markdown_table
+from csem.report.tables import fmt, markdown_table
 
 
-def _figures(run_dir: Path, state: dict) -> list[tuple[str, Path]]:
-    figs: list[tuple[str, Path]] = []
-    fig_dir = run_dir / "figures"
-    fig_dir.mkdir(exist_ok=True)
-    label_cols = state.get("train", {}).get("summary", {}).get("label_cols", [])
-    scored = [r for r in read_records(run_dir / "scored.jsonl") if r.get("split") == "test"]
-    for col in label_cols:
-        aspect = aspect_of(col)
-        p = plot_scatter(scored, student_col(scored, aspect), col, fig_dir / f"student_vs_judge_{aspect}.png",
-                         title=f"{aspect}: student vs judge, held-out sources")
-        figs.append((f"Student vs judge ({aspect}) on held-out sources", p))
-    history = state.get("train", {}).get("summary", {}).get("history") or []
+@dataclass
+class Section:
+    """One section of the report: a title and its items in order, each ``("p", text)``, ``("li", [texts])``,
+    ``("table", rows, columns, headers, caption)`` or ``("fig", caption, path)``."""
+
+    title: str
+    items: list[tuple] = field(default_factory=list)
+    key: str = ""
+
+    def p(self, text: str) -> "Section":
+        self.items.append(("p", text))
+        return self
+
+    def li(self, *texts: str) -> "Section":
+        self.items.append(("li", [t for t in texts if t]))
+        return self
+
+    def table(self, rows: list[dict], columns: list[str], headers: list[str] | None = None,
+              caption: str = "") -> "Section":
+        self.items.append(("table", rows, columns, headers or columns, caption))
+        return self
+
+    def fig(self, caption: str, path: Path | None) -> "Section":
+        if path is not None:
+            self.items.append(("fig", caption, path))
+        return self
+
+
+def _ci(ci) -> str:
+    """``low to high`` with 2 decimals (an interval over a few sources supports no more), empty without one."""
+    return "" if not ci else f"{ci[0]:.2f} to {ci[1]:.2f}"
+
+
+def _load(run_dir: Path, name: str, default: Any = None) -> Any:
+    p = run_dir / name
+    return json.loads(p.read_text()) if p.exists() else default
+
+
+# -- sections ------------------------------------------------------------------------------------------
+
+def _verdict_section(run_dir: Path) -> Section | None:
+    v = _load(run_dir, "verdict.json")
+    if not v:
+        return None
+    s = Section("Verdict", key="verdict").p(f"**{v['headline']}**")
+    for a in v["aspects"]:
+        s.p(" ".join(a["sentences"]))
+    rows = [{"aspect": a["aspect"], "status": a["status"], "student": a.get("student"),
+             "best baseline": a.get("best_baseline") or "", "baseline": a.get("best_baseline_value"),
+             "versus": a["versus_baseline"], "sqrt(r)": a.get("sqrt_r")} for a in v["aspects"]]
+    s.table(rows, list(rows[0]) if rows else [], caption="Headline figures: summary-level Spearman with the judge on "
+            "held-out sources; versus: the paired 95% interval of student minus baseline (above / level / below)")
+    s.p("The rule, its thresholds and its wording: docs/guides/verdict.md (csem.report.verdict).")
+    return s
+
+
+def _data_section(cfg, state: dict) -> Section:
+    col, tr = state.get("collect", {}).get("summary", {}), state.get("train", {}).get("summary", {})
+    s = Section("Data", key="data").li(
+        f"sources: {col.get('sources')} ({tr.get('train_sources')} for training, {tr.get('dev_sources')} dev, "
+        f"{tr.get('test_sources')} held out)",
+        f"candidates kept: {col.get('kept')} (generated {col.get('generated')}, resumed {col.get('resumed')}, references "
+        f"{col.get('references')}, empty {col.get('empty')}, duplicates {col.get('duplicates')}, cut at max_tokens "
+        f"{col.get('truncated', 'n/a')} (trimmed {col.get('trimmed', 'n/a')}, kept cut {col.get('kept_cut', 'n/a')}), "
+        f"dropped {col.get('dropped')}) in {col.get('seconds') or 0:.1f} s")
+    per = col.get("per_system") or {}
+    return s.table([{"system": k, "candidates": v} for k, v in per.items()], ["system", "candidates"],
+                   caption="Candidates per system")
+
+
+def _judge_section(run_dir: Path, cfg, state: dict) -> Section:
+    from csem.pipeline.annotate import read_repeatability
+
+    ann = state.get("annotate", {}).get("summary", {})
+    cmp = state.get("compare", {}).get("summary") if getattr(cfg, "compare", None) is not None else None
+    judged, secs = ann.get("judged", 0), ann.get("seconds") or 0.0
+    s = Section("Judge", key="judge").li(
+        f"judge `{cfg.annotate.judge}`, rubrics {', '.join(cfg.annotate.rubrics)}, mode `{cfg.annotate.mode}`",
+        f"judgments made {judged}, from cache {ann.get('cached')}, missing {sum((ann.get('missing') or {}).values())}, "
+        f"prompt tokens {ann.get('prompt_tokens')}, completion tokens {ann.get('completion_tokens')}, {secs:.1f} s"
+        + (f" ({secs / judged:.2f} s per judgment)" if judged else "")
+        + (f", cost ${ann['cost_usd']:.4f}" if ann.get("cost_usd") is not None else "")
+        + (f", as batch jobs {', '.join(str(b.get('id')) for b in ann['batches'])}" if ann.get("batches") else ""),
+        "" if cmp is None else
+        f"comparison (compare stage): {cmp.get('pairs')} pairs of the {cmp.get('train_sources')} training sources "
+        f"({cfg.compare.pairs}), {cmp.get('calls')} judge calls (both orders; {cmp.get('judged')} made, "
+        f"{cmp.get('cached')} from cache), {cmp.get('seconds') or 0:.1f} s")
+    rep = read_repeatability(run_dir / "labelled.jsonl") if cfg.annotate.repeatability else None
+    if not rep:
+        return s.p("The judge's repeatability was not measured (annotate.repeatability: 0).")
+    rj = ann.get("repeat") or rep.get("judge", {})
+    s.p(f"The judge's repeatability: the candidates of {len(rep['sources'])} sources ({rep['candidates']} candidates, "
+        f"{rep['share']:.0%} of the sources, seed {rep['seed']}) judged a second time under a second rendering of each "
+        f"rubric ({rep['rendering']}: {', '.join(rep['rubrics'])}), {rj.get('seconds', 0):.1f} s more. r is the "
+        "Spearman of the two scores within each source, averaged over sources (dataset level: pooled); sqrt(r) is "
+        "the attenuation bound, about the most a student can agree with this judge. The second scores "
+        "(judge.<aspect>.repeat) are never training labels.")
+    rows = [{"label": c, "r": f["summary"]["r"], "95% CI": _ci(f["summary"]["ci"]), "sqrt(r)": f["summary"]["sqrt_r"],
+             "sources": f["summary"]["n_sources"], "dataset-level r": f["dataset"]["r"],
+             "dataset 95% CI": _ci(f["dataset"]["ci"]), "candidates": f["n_candidates"]}
+            for c, f in rep["columns"].items()]
+    return s.table(rows, list(rows[0]) if rows else [], caption="The judge against itself")
+
+
+def _student_section(run_dir: Path, cfg, state: dict, figs: Path) -> Section:
+    from csem.report.plots import plot_training_curve
+
+    tr, sc = state.get("train", {}).get("summary", {}), state.get("score", {}).get("summary", {})
+    ann = state.get("annotate", {}).get("summary", {})
+    cmp = state.get("compare", {}).get("summary") if getattr(cfg, "compare", None) is not None else None
+    judged, secs = ann.get("judged", 0), ann.get("seconds") or 0.0
+    rate = sc.get("samples_per_second", 0)
+    members = int(cfg.train.model.get("members", 1))
+    s = Section("Student", key="student").li(
+        f"encoder `{cfg.train.encoder}`, mode `{cfg.train.mode}`"
+        + (f", a seed ensemble of {members} (the mean of their scores)" if members > 1 else "")
+        + f", trained on {tr.get('train_rows')} rows in {state.get('train', {}).get('seconds', 0):.1f} s"
+        + ("" if cmp is None else f", from the {cmp.get('pairs')} judged pairs (ranking loss, Eq. 3)"),
+        f"scoring throughput: {rate:.1f} samples/s ({sc.get('rows')} records scored in {sc.get('seconds', 0):.2f} s "
+        "by the score stage, model loading excluded)"
+        + (f", {rate * secs / judged:.0f}x the judge's rate in this run" if judged and secs else ""))
+    history = tr.get("history") or []
     if history:
-        figs.append(("Training curves", plot_training_curve(history, fig_dir / "training.png",
-                                                            title="training: dev agreement with the judge")))
-    return figs
-
-
-SEED_COLUMNS = ["aspect", "scorer", "target", "level", "method", "mean", "sd", "min", "max", "n_seeds", "values"]
-
-
-def _html_table(rows: list[dict], cols: list[str]) -> str:
-    return "<table><tr>" + "".join(f"<th>{c}</th>" for c in cols) + "</tr>" + "".join(
-        "<tr>" + "".join(f"<td>{'' if r.get(c) is None else html.escape(str(r.get(c)))}</td>" for c in cols) + "</tr>"
-        for r in rows) + "</table>"
+        s.fig("Training: dev agreement with the judge per epoch",
+              plot_training_curve(history, figs / "training.png", title="training: dev agreement with the judge"))
+    return s
 
 
 #: the agreement table's columns (``meta.json`` rows; ``spearman 95% CI`` from their ``spearman_ci``)
@@ -56,233 +162,275 @@ AGREEMENT_COLUMNS = ["aspect", "scorer", "target", "level", "spearman", "spearma
 
 def _with_ci(rows: list[dict]) -> list[dict]:
     """``meta.json`` rows with their ``spearman_ci`` written as ``low to high`` (empty where absent)."""
-    return [{**r, "spearman 95% CI": "" if not r.get("spearman_ci") else
-             f"{r['spearman_ci'][0]:.3f} to {r['spearman_ci'][1]:.3f}"} for r in rows]
+    return [{**r, "spearman 95% CI": _ci(r.get("spearman_ci"))} for r in rows]
 
 
-def _seed_rows(run_dir: Path, cfg) -> list[dict]:
-    """Spearman and Kendall rows of ``seeds.json`` (per-seed values joined); empty without ``train.seeds``."""
-    if not getattr(cfg.train, "seeds", None) or not (run_dir / "seeds.json").exists():
-        return []
-    data = json.loads((run_dir / "seeds.json").read_text())
-    return [{**r, "values": ", ".join("" if v is None else f"{v:.3f}" for v in r["values"])}
+def _agreement_section(run_dir: Path, state: dict, scales: dict, figs: Path) -> Section:
+    from csem.report.plots import plot_student_vs_judge
+
+    meta = _with_ci(_load(run_dir, "meta.json", []))
+    s = Section("Agreement on held-out sources", key="agreement")
+    s.p("Summary level: correlation within each source's candidates, averaged over sources (sources where a side is "
+        "constant are skipped and counted in n_skipped). Dataset level: all held-out pairs pooled. Kendall is tau-b. "
+        f"spearman 95% CI: the percentile interval of the Spearman over {BOOTSTRAP:,} resamples of the held-out "
+        "sources (sources drawn with replacement); with few sources it is wide, and a difference inside it is not "
+        "evidence.")
+    s.table(meta, AGREEMENT_COLUMNS, caption="Student vs judge (and humans)")
+    scored = [r for r in read_records(run_dir / "scored.jsonl") if r.get("split") == "test"]
+    for col in state.get("train", {}).get("summary", {}).get("label_cols", []):
+        a = aspect_of(col)
+        try:
+            p = plot_student_vs_judge(scored, student_col(scored, a), col, path_in(figs, "student_vs_judge", a, suffix=".png"),
+                                      scale=scales.get(col), title=f"{a}: student vs judge on the held-out sources")
+        except (ValueError, KeyError):
+            continue
+        s.fig(f"{a}: each held-out candidate (colour: system; dashed: student = judge) and each source's Spearman", p)
+    return s
+
+
+def _baseline_section(run_dir: Path, figs: Path) -> Section | None:
+    from csem.report.plots import plot_bars
+
+    rows = _load(run_dir, BASELINES_FILE, [])
+    if not rows:
+        return None
+    meta = _load(run_dir, "meta.json", [])
+    s = Section("Trivial baselines on the same held-out sources", key="baselines")
+    s.p("What could explain the student without any encoder: length (words), extractiveness (share of the "
+        "candidate's trigrams found in the source), the system prior (each candidate scored by its system's mean "
+        "training label), the overlap fit (the overlap features fitted to the training labels by least squares). "
+        "Signed as computed; a student below these has learnt nothing they do not know.")
+    s.table(_with_ci(rows), ["aspect", "scorer", "target", "level", "spearman", "spearman 95% CI", "kendall", "pearson",
+                             "n_groups", "n_missing"], caption="Baselines vs judge")
+    groups: dict[str, list] = {}
+    for r in [m for m in meta if m["scorer"] == "student" and m["target"] == "judge"] + rows:
+        if r["level"] == "summary":
+            groups.setdefault(r["aspect"], []).append({"name": r["scorer"], "value": r.get("spearman"),
+                                                       "ci": r.get("spearman_ci")})
+    return s.fig("The student and the baselines (summary-level Spearman with the judge, 95% intervals over sources)",
+                 plot_bars(groups, figs / "baselines.png", ylabel="summary-level Spearman with the judge",
+                           title="student vs trivial baselines, held-out sources", highlight="student"))
+
+
+def _curve_section(run_dir: Path, cfg, figs: Path) -> Section | None:
+    from csem.pipeline.annotate import read_repeatability
+    from csem.report.plots import plot_scaling_curve
+
+    data = _load(run_dir, "curve.json") if getattr(cfg, "curve", None) is not None else None
+    if not data:
+        return None
+    rep = (read_repeatability(run_dir / "labelled.jsonl") or {}) if cfg.annotate.repeatability else {}
+    s = Section("Learning curve", key="curve")
+    s.p(f"The student recipe (one student) on nested shares of the training sources ({', '.join(f'{x:.0%}' for x in data['shares'])}), "
+        f"seeds {', '.join(map(str, data['seeds']))}, each scored on the held-out sources; a least-squares fit of the "
+        "summary-level Spearman against ln(labels), the gain per doubling of the labels with its 95% interval.")
+    s.table(data["points"], ["aspect", "share", "sources", "labels", "seed", "spearman", "dataset"],
+            headers=["aspect", "share", "sources", "labels", "seed", "summary-level Spearman", "dataset-level"],
+            caption="Curve points")
+    fits = []
+    for a, f in (data.get("fits") or {}).items():
+        fits.append({"aspect": a, "gain per doubling": None if not f else f["gain_per_doubling"],
+                     "95% CI": "" if not f else _ci(f.get("gain_ci")), "trend": "n/a" if not f else f["trend"],
+                     "target (sqrt(r) - 0.05)": None if not f else f.get("target"),
+                     "labels to target": "" if not f or f.get("labels_to_target") is None
+                     else f"{f['labels_to_target']:,.0f}"})
+    s.table(fits, list(fits[0]) if fits else [], caption="The fit")
+    for a, f in (data.get("fits") or {}).items():
+        pts = [pt for pt in data["points"] if pt["aspect"] == a]
+        col = next((c for c in (rep.get("columns") or {}) if aspect_of(c) == a), None)
+        band = None
+        if col:
+            r = rep["columns"][col]["summary"]
+            if r.get("sqrt_r") is not None:
+                lo, hi = (r["ci"] if r.get("ci") else (r["r"], r["r"]))
+                band = (max(lo, 0) ** 0.5, max(hi, 0) ** 0.5, f"judge's sqrt(r) = {r['sqrt_r']:.2f} (95% CI)")
+        s.fig(f"{a}: learning curve",
+              plot_scaling_curve({"student": [{"labels": pt["labels"], "spearman": pt["spearman"]} for pt in pts]},
+                                 path_in(figs, "curve", a, suffix=".png"), fit=None if not f else {"a": f["intercept"], "b": f["slope"]},
+                                 band=band, title=f"{a}: held-out agreement as labels grow"))
+    return s
+
+
+def _gate_section(run_dir: Path) -> Section | None:
+    gate = _load(run_dir, "gate.json")
+    if not gate:
+        return None
+    rows = [{"aspect": a, "split": sp, "candidates": g["candidates"], "gated": g["gated"], "floored": g["floored"],
+             "judge mean of floored": g["floored_judge_mean"], "floored above the judge's median": g["floored_above_median"],
+             "judge median": g["judge_median"]}
+            for a, by in gate.items() for sp in ("held-out", "training") for g in [by[sp]]]
+    s = Section("Acceptability gate on real candidates", key="gate")
+    s.p("The gate (csem.model.acceptability) lowers the score of a text it finds unacceptable; gated: real "
+        "candidates whose score it lowered, floored: those it put at the scale's minimum. A gate that floors more "
+        "than 1% of the real candidates the judge rates above its median is a defect of the gate.")
+    return s.table(rows, list(rows[0]) if rows else [], caption="What the gate did to this run's real candidates")
+
+
+SEED_COLUMNS = ["aspect", "scorer", "target", "level", "method", "mean", "sd", "min", "max", "n_seeds", "values"]
+
+
+def _seed_section(run_dir: Path, cfg) -> Section | None:
+    """The spread over training seeds (``seeds.json``); None without ``train.seeds``."""
+    data = _load(run_dir, "seeds.json") if getattr(cfg.train, "seeds", None) else None
+    if not data:
+        return None
+    rows = [{**r, "values": ", ".join("" if v is None else f"{v:.3f}" for v in r["values"])}
             for r in data["spread"] if r["method"] in ("spearman", "kendall")]
-
-
-def _baseline_lines(run_dir: Path) -> list[str]:
-    """The report's section on the trivial baselines (``baselines.json`` of the meta_eval stage)."""
-    path = run_dir / BASELINES_FILE
-    rows = json.loads(path.read_text()) if path.exists() else []
-    if not rows:
-        return []
-    return [
-        "## Trivial baselines on the same held-out sources",
-        "What could explain the student without any encoder: length (words), extractiveness (share of the "
-        "candidate's trigrams found in the source), the system prior (each candidate scored by its system's "
-        "mean training label). Signed as computed; a student below these has learnt nothing they do not know.",
-        markdown_table(rows, ["aspect", "scorer", "target", "level", "spearman", "kendall", "pearson", "n_groups",
-                              "n_missing"], missing=""),
-        "",
-    ]
-
-
-def _seed_lines(run_dir: Path, cfg) -> list[str]:
-    """The report's section on the spread over training seeds (``seeds.json``); empty without ``train.seeds``."""
-    rows = _seed_rows(run_dir, cfg)
-    if not rows:
-        return []
-    data = json.loads((run_dir / "seeds.json").read_text())
     members = int(cfg.train.model.get("members", 1))
     above = (f"seed {data['train_seed']}'s student" if members == 1 else
              f"the seed ensemble of seeds {data['train_seed']}-{data['train_seed'] + members - 1}, the mean of "
              f"{members} students' scores; each of its seeds here is that member alone")
-    return [
-        "## Spread over training seeds",
-        f"- seeds {', '.join(map(str, data['seeds']))}: one student each, same training sources and settings "
-        f"(the tables above are {above})",
-        markdown_table(rows, SEED_COLUMNS, missing=""),
-        "",
-        "sd: sample standard deviation over seeds (n - 1); values: per seed, in the order listed.",
-        "",
-    ]
+    return (Section("Spread over training seeds", key="seeds")
+            .li(f"seeds {', '.join(map(str, data['seeds']))}: one student each, same training sources and settings "
+                f"(the tables above are {above})")
+            .table(rows, SEED_COLUMNS, caption="Agreement with the judge per seed")
+            .p("sd: sample standard deviation over seeds (n - 1); values: per seed, in the order listed."))
 
 
-def _rerank_table(run_dir: Path, cfg, state: dict) -> tuple[list[dict], list[str], list[str]]:
-    """(per-source rows, table columns, judge columns) of the rerank stage, from
-    ``reranked.scores.jsonl``; empty without ``rerank`` or when the stage has not run."""
-    from csem.pipeline.rerank import choice_rows
+def _rerank_section(run_dir: Path, cfg, state: dict, figs: Path) -> Section | None:
+    """The rerank stage: per source the judge's score of the chosen candidate against its N-best list's mean."""
+    from csem.pipeline.rerank import choice_rows, gain_summary
+    from csem.report.plots import plot_gains
 
     if getattr(cfg, "rerank", None) is None or "rerank" not in state or not (run_dir / "reranked.scores.jsonl").exists():
-        return [], [], []
+        return None
     judge_cols = state.get("train", {}).get("summary", {}).get("label_cols", [])
     rows = choice_rows(read_records(run_dir / "reranked.scores.jsonl"), judge_cols)
-    cols = ["doc_id", "candidates", "chosen", "system_id"]
+    gains = gain_summary(rows, judge_cols)
+    s, r = state["rerank"]["summary"], cfg.rerank
+    which = "held-out" if r.sources == "held-out" else "all (training sources included: the student saw their judge scores)"
+    tuned = s.get("tuned")
+    sec = Section("Reranking (rerank stage)", key="rerank").li(
+        f"N-best lists of {s['sources']} sources ({which}), {s['candidates']} candidates; metrics "
+        f"{', '.join(r.metrics)}; weights {', '.join(f'{c}={w:g}' for c, w in zip(s['columns'], s['weights']))}; "
+        f"normalize `{s['normalize']}`",
+        "" if not tuned else f"weights tuned by MERT on {tuned['sources']} training and dev sources: mean judge score of "
+        f"the chosen candidate {tuned['value']:.3f} there (all weights 1: {tuned['start_value']:.3f}); `rerank_weights.json`",
+        "" if not s.get("no_choice") else f"no choice for {len(s['no_choice'])} source(s) (no candidate with every "
+        f"score): {', '.join(map(str, s['no_choice'][:5]))}",
+        *[(f"{c}: chosen candidate {g['chosen']:.3f} vs N-best mean {g['mean']:.3f} (a random pick), mean gain "
+           f"{g['gain']:+.3f} over {g['sources']} sources (best in list {g['best']:.3f})") if g["sources"] else
+          f"{c}: no source with a judged chosen candidate; no gain to report" for c, g in gains.items()])
+    cols, headers = ["doc_id", "candidates", "chosen", "system_id"], ["source", "candidates", "chosen", "system"]
     for c in judge_cols:
         cols += [c, f"{c}.mean", f"{c}.best", f"{c}.gain"]
-
-    def fmt(k: str, v):
-        if not isinstance(v, float):
-            return v
-        return f"{v:+.3f}" if k.endswith(".gain") else f"{v:.3f}"
-
-    table = [{k: fmt(k, r[k]) for k in cols} for r in rows]
-    return table, cols, judge_cols
-
-
-def _rerank_lines(run_dir: Path, cfg, state: dict) -> list[str]:
-    """The report's section on the rerank stage; empty without ``rerank`` or before it ran."""
-    from csem.pipeline.rerank import choice_rows, gain_summary
-
-    table, cols, judge_cols = _rerank_table(run_dir, cfg, state)
-    if not cols:
-        return []
-    s = state["rerank"]["summary"]
-    r = cfg.rerank
-    which = "held-out" if r.sources == "held-out" else "all (training sources included: the student saw their judge scores)"
-    weights = ", ".join(f"{c}={w:g}" for c, w in zip(s["columns"], s["weights"]))
-    tuned = s.get("tuned")
-    gains = gain_summary(choice_rows(read_records(run_dir / "reranked.scores.jsonl"), judge_cols), judge_cols)
-    lines = [
-        "## Reranking (rerank stage)",
-        f"- N-best lists of {s['sources']} sources ({which}), {s['candidates']} candidates; metrics "
-        f"{', '.join(r.metrics)}; weights {weights}; normalize `{s['normalize']}`",
-        *([] if not tuned else [
-            f"- weights tuned by MERT on {tuned['sources']} training and dev sources: mean judge score of the chosen "
-            f"candidate {tuned['value']:.3f} there (all weights 1: {tuned['start_value']:.3f}); `rerank_weights.json`"]),
-        *([] if not s.get("no_choice") else [
-            f"- no choice for {len(s['no_choice'])} source(s) (no candidate with every score): "
-            f"{', '.join(map(str, s['no_choice'][:5]))}"]),
-    ]
-    for c in judge_cols:
-        g = gains[c]
-        if g["sources"]:
-            lines.append(f"- {c}: chosen candidate {g['chosen']:.3f} vs N-best mean {g['mean']:.3f} (a random pick), "
-                         f"mean gain {g['gain']:+.3f} over {g['sources']} sources (best in list {g['best']:.3f})")
-        else:
-            lines.append(f"- {c}: no source with a judged chosen candidate; no gain to report")
-    headers = ["source", "candidates", "chosen", "system"]
-    for c in judge_cols:
-        a = aspect_of(c)
-        headers += [f"{c} of the chosen", f"{a}: N-best mean", f"{a}: best", f"{a}: gain"]
-    lines += [markdown_table(table, cols, headers=headers, missing=""), "",
-              "Per source: the judge's score of the chosen candidate, the mean judge score of the source's N-best "
-              "list (what a random pick gets in expectation), its best, and the gain (chosen - mean).", ""]
-    return lines
+        headers += [f"{c} of the chosen", f"{aspect_of(c)}: N-best mean", f"{aspect_of(c)}: best", f"{aspect_of(c)}: gain"]
+    table = [{k: (f"{v:+.3f}" if k.endswith(".gain") and isinstance(v, float) else v) for k, v in row.items()}
+             for row in rows]
+    sec.table(table, cols, headers, caption="Reranking: chosen candidate per source")
+    sec.p("Per source: the judge's score of the chosen candidate, the mean judge score of the source's N-best list "
+          "(what a random pick gets in expectation), its best, and the gain (chosen - mean).")
+    if rows and judge_cols:
+        sec.fig("Reranking gain per source", plot_gains(rows, judge_cols, figs / "rerank_gain.png",
+                                                        title="the student's pick vs a random pick, per source"))
+    return sec
 
 
-def _mrt_lines(cfg, state: dict) -> list[str]:
-    """The report's section on the mrt stage (its summary: figures from ``train_mrt`` and its log);
-    empty without ``mrt`` or before it ran."""
+def _mrt_section(cfg, state: dict) -> Section | None:
+    """The mrt stage (its summary: figures from ``train_mrt`` and its log); None without ``mrt``."""
     if getattr(cfg, "mrt", None) is None or "mrt" not in state:
-        return []
+        return None
     s = state["mrt"]["summary"]
     st = s["settings"]
-    fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
-    return [
-        "## Generator fine-tuning (mrt stage)",
-        f"- generator `{s['generator']}` fine-tuned with MRT + MLE (Eq. 12: lambda {st['lam']:g}, alpha {st['alpha']:g}, "
+    f = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
+    return Section("Generator fine-tuning (mrt stage)", key="mrt").li(
+        f"generator `{s['generator']}` fine-tuned with MRT + MLE (Eq. 12: lambda {st['lam']:g}, alpha {st['alpha']:g}, "
         f"S = {st['num_samples']} samples, {st['batch_size']} sources per step, lr {st['lr']:g}) for {s['steps']} steps"
         + (f" (resumed from `{s['resumed_from']}`)" if s.get("resumed_from") else "")
         + f" on {s['sources']} sources ({cfg.mrt.sources}; {s['references']} with a reference for the MLE term) "
         f"in {s['seconds']:.1f} s",
-        f"- reward: `{s['metric']}`, the mean of {', '.join(s['reward_columns'])}; rewards computed "
+        f"reward: `{s['metric']}`, the mean of {', '.join(s['reward_columns'])}; rewards computed "
         f"{s['rewards_computed']}, reused {s['rewards_reused']}",
-        f"- mean reward of the samples {fmt(s['reward_first'])} over the first {s['quarter']} step(s), "
-        f"{fmt(s['reward_last'])} over the last {s['quarter']}; MLE loss {fmt(s['mle_first'])} -> "
-        f"{fmt(s['mle_last'])} over the same steps (n/a: not logged); per step: `mrt/train_log.csv` "
-        f"({s['logged_steps']} rows)",
-        f"- the fine-tuned generator: `{s['folder']}` (a transformers folder, `hf:` + its path)",
-        "",
-    ]
+        f"mean reward of the samples {f(s['reward_first'])} over the first {s['quarter']} step(s), "
+        f"{f(s['reward_last'])} over the last {s['quarter']}; MLE loss {f(s['mle_first'])} -> {f(s['mle_last'])} over "
+        f"the same steps (n/a: not logged); per step: `mrt/train_log.csv` ({s['logged_steps']} rows)",
+        f"the fine-tuned generator: `{s['folder']}` (a transformers folder, `hf:` + its path)")
 
 
-def write_report(run_dir: Path, cfg, state: dict) -> list[Path]:
-    """Write ``report.md`` and ``report.html`` (figures embedded) into ``run_dir``; return the paths."""
+# -- rendering -----------------------------------------------------------------------------------------
+
+def _cell(v: Any) -> str:
+    return fmt(v, 3, "") if not isinstance(v, str) else v
+
+
+def render_markdown(title: str, sections: list[Section], run_dir: Path) -> str:
+    """The report as Markdown (figures linked by their path in the run folder)."""
+    lines = [f"# {title}", ""]
+    for s in sections:
+        lines += [f"## {s.title}", ""]
+        for item in s.items:
+            if item[0] == "p":
+                lines += [item[1], ""]
+            elif item[0] == "li":
+                lines += [f"- {t}" for t in item[1]] + [""]
+            elif item[0] == "table" and item[1]:
+                lines += ([f"*{item[4]}*", ""] if item[4] else []) + [markdown_table(item[1], item[2], headers=item[3],
+                                                                                     missing=""), ""]
+            elif item[0] == "fig":
+                lines += [f"![{item[1]}]({Path(item[2]).relative_to(run_dir)})", ""]
+    return "\n".join(lines)
+
+
+_CSS = ("body{font-family:system-ui,sans-serif;max-width:1040px;margin:auto;padding:0 16px;color:#222}"
+        "section{border-top:1px solid #ddd;margin-top:18px}table{border-collapse:collapse;margin:8px 0;font-size:13px}"
+        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}th{background:#f3f3f3}"
+        "caption{caption-side:top;text-align:left;font-style:italic;padding:4px 0}"
+        "figure{margin:10px 0}img{max-width:100%;border:1px solid #eee}figcaption{font-size:13px;color:#555}"
+        "#verdict{background:#f7f9fc;padding:4px 14px;border:1px solid #cfd8e6}")
+
+
+def _inline(text: str) -> str:
+    """Escaped text with ``**bold**`` and ``code`` spans."""
+    import re
+
+    t = html.escape(text)
+    t = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", t)
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", t)
+
+
+def render_html(title: str, sections: list[Section]) -> str:
+    """The report as one self-contained HTML page: each section a ``<section>`` holding its own paragraphs,
+    lists, tables and figures (PNG embedded as base64)."""
+    out = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+           f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"]
+    for s in sections:
+        out.append(f"<section id='{s.key}'><h2>{html.escape(s.title)}</h2>")
+        for item in s.items:
+            if item[0] == "p":
+                out.append(f"<p>{_inline(item[1])}</p>")
+            elif item[0] == "li":
+                out.append("<ul>" + "".join(f"<li>{_inline(t)}</li>" for t in item[1]) + "</ul>")
+            elif item[0] == "table" and item[1]:
+                out.append("<table>" + (f"<caption>{html.escape(item[4])}</caption>" if item[4] else "")
+                           + "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in item[3]) + "</tr>"
+                           + "".join("<tr>" + "".join(f"<td>{html.escape(_cell(r.get(c)))}</td>" for c in item[2])
+                                     + "</tr>" for r in item[1]) + "</table>")
+            elif item[0] == "fig":
+                data = base64.b64encode(Path(item[2]).read_bytes()).decode()
+                out.append(f"<figure><img alt='{html.escape(item[1])}' src='data:image/png;base64,{data}'/>"
+                           f"<figcaption>{html.escape(item[1])}</figcaption></figure>")
+        out.append("</section>")
+    return "\n".join(out) + "</body></html>"
+
+
+def write_report(run_dir: Path, cfg, state: dict, scales: dict | None = None) -> list[Path]:
+    """Write ``report.md`` and ``report.html`` (figures embedded) into ``run_dir``; return the paths
+    (the figures' PNG files under ``figures/`` last).
+
+    Args:
+        run_dir: the run folder. cfg: its [`csem.pipeline.config.PipelineConfig`][]. state: ``state.json``'s
+            content (each stage's summary). scales: ``{judge column: (min, max)}`` for the scatter axes.
+    """
     run_dir = Path(run_dir)
-    meta = _with_ci(json.loads((run_dir / "meta.json").read_text()))
-    col = state.get("collect", {}).get("summary", {})
-    ann = state.get("annotate", {}).get("summary", {})
-    sc = state.get("score", {}).get("summary", {})
-    tr = state.get("train", {}).get("summary", {})
-    cmp = state.get("compare", {}).get("summary") if getattr(cfg, "compare", None) is not None else None
-    figs = _figures(run_dir, state)
-    judged = ann.get("judged", 0)
-    judge_seconds = ann.get("seconds") or 0.0
-    lines = [
-        f"# csem run report: {cfg.name}", "",
-        "## Data",
-        f"- sources: {col.get('sources')} ({tr.get('train_sources')} for training, {tr.get('dev_sources')} dev, {tr.get('test_sources')} held out)",
-        f"- candidates kept: {col.get('kept')} (generated {col.get('generated')}, resumed {col.get('resumed')}, "
-        f"references {col.get('references')}, empty {col.get('empty')}, duplicates {col.get('duplicates')}, "
-        f"cut at max_tokens {col.get('truncated', 'n/a')} (trimmed {col.get('trimmed', 'n/a')}, kept cut "
-        f"{col.get('kept_cut', 'n/a')}), dropped {col.get('dropped')}) in {col.get('seconds') or 0:.1f} s",
-        f"- per system: {col.get('per_system')}", "",
-        "## Judge",
-        f"- judge `{cfg.annotate.judge}`, rubrics {', '.join(cfg.annotate.rubrics)}, mode `{cfg.annotate.mode}`",
-        f"- judgments made {judged}, from cache {ann.get('cached')}, missing {ann.get('missing')}, "
-        f"prompt tokens {ann.get('prompt_tokens')}, completion tokens {ann.get('completion_tokens')}, {judge_seconds:.1f} s"
-        + (f" ({judge_seconds / judged:.2f} s per judgment)" if judged else ""),
-        *([] if cmp is None else [
-            f"- comparison (compare stage): {cmp.get('pairs')} pairs of the {cmp.get('train_sources')} training "
-            f"sources ({cfg.compare.pairs}), {cmp.get('calls')} judge calls (both orders; {cmp.get('judged')} made, "
-            f"{cmp.get('cached')} from cache), missing {cmp.get('missing')}, mean P(first is better) "
-            f"{cmp.get('position_bias')}, {cmp.get('seconds') or 0:.1f} s"]), "",
-        "## Student",
-        f"- encoder `{cfg.train.encoder}`, mode `{cfg.train.mode}`, trained on {tr.get('train_rows')} rows "
-        f"in {state.get('train', {}).get('seconds', 0):.1f} s"
-        + ("" if cmp is None else f", from the {cmp.get('pairs')} judged pairs (ranking loss, Eq. 3)"),
-        f"- scoring throughput: {sc.get('samples_per_second', 0):.1f} samples/s ({sc.get('rows')} rows in {sc.get('seconds', 0):.2f} s)"
-        + (f", {sc.get('samples_per_second', 0) * judge_seconds / judged:.0f}x the judge's rate in this run"
-           if judged and judge_seconds else ""),
-        "",
-        "## Agreement on held-out sources",
-        markdown_table(meta, AGREEMENT_COLUMNS, missing=""),
-        "",
-        "Summary level: correlation within each source's candidates, averaged over sources (sources where a side "
-        "is constant are skipped and counted in n_skipped). Dataset level: all held-out pairs pooled. Kendall is tau-b. "
-        f"spearman 95% CI: the percentile interval of the Spearman over {BOOTSTRAP:,} resamples of the held-out sources "
-        "(sources drawn with replacement); with few sources it is wide, and a difference inside it is not evidence.",
-        "",
-    ]
-    lines += _baseline_lines(run_dir)
-    lines += _seed_lines(run_dir, cfg)
-    lines += _rerank_lines(run_dir, cfg, state)
-    lines += _mrt_lines(cfg, state)
-    for title, p in figs:
-        lines += [f"![{title}]({p.relative_to(run_dir)})", ""]
-    md = "\n".join(lines)
-    md_path = run_dir / "report.md"
-    md_path.write_text(md, encoding="utf-8")
-    body = []
-    for line in lines:
-        if line.startswith("# "):
-            body.append(f"<h1>{html.escape(line[2:])}</h1>")
-        elif line.startswith("## "):
-            body.append(f"<h2>{html.escape(line[3:])}</h2>")
-        elif line.startswith("- "):
-            body.append(f"<li>{html.escape(line[2:])}</li>")
-        elif line.startswith("|"):
-            continue
-        elif line.startswith("!["):
-            continue
-        elif line:
-            body.append(f"<p>{html.escape(line)}</p>")
-    cols = ["aspect", "scorer", "target", "level", "spearman", "kendall", "pearson", "n_groups", "n_skipped", "n_pairs"]
-    table = _html_table(meta, AGREEMENT_COLUMNS)
-    if (run_dir / BASELINES_FILE).exists():
-        table += ("<h2>Trivial baselines on the same held-out sources</h2>"
-                  + _html_table(json.loads((run_dir / BASELINES_FILE).read_text()), cols))
-    seed_rows = _seed_rows(run_dir, cfg)
-    if seed_rows:
-        table += "<h2>Spread over training seeds</h2>" + _html_table(seed_rows, SEED_COLUMNS)
-    rerank_rows, rerank_cols, _ = _rerank_table(run_dir, cfg, state)
-    if rerank_cols:
-        table += "<h2>Reranking: chosen candidate per source</h2>" + _html_table(rerank_rows, rerank_cols)
-    imgs = "".join(f"<h3>{html.escape(t)}</h3><img src='data:image/png;base64,{base64.b64encode(p.read_bytes()).decode()}'/>"
-                   for t, p in figs)
-    page = ("<!doctype html><meta charset='utf-8'><title>csem report</title><style>body{font-family:sans-serif;"
-            "max-width:960px;margin:auto}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px}"
-            "</style>" + "\n".join(body) + "<h2>Agreement table</h2>" + table + imgs)
-    html_path = run_dir / "report.html"
-    html_path.write_text(page, encoding="utf-8")
-    return [md_path, html_path, *[p for _, p in figs]]
+    figs = run_dir / "figures"
+    figs.mkdir(exist_ok=True)
+    sections = [_verdict_section(run_dir), _data_section(cfg, state), _judge_section(run_dir, cfg, state),
+                _student_section(run_dir, cfg, state, figs), _agreement_section(run_dir, state, scales or {}, figs),
+                _baseline_section(run_dir, figs), _curve_section(run_dir, cfg, figs), _gate_section(run_dir),
+                _seed_section(run_dir, cfg), _rerank_section(run_dir, cfg, state, figs), _mrt_section(cfg, state)]
+    sections = [s for s in sections if s is not None]
+    title = f"csem run report: {cfg.name}"
+    md_path, html_path = run_dir / "report.md", run_dir / "report.html"
+    md_path.write_text(render_markdown(title, sections, run_dir), encoding="utf-8")
+    html_path.write_text(render_html(title, sections), encoding="utf-8")
+    return [md_path, html_path, *[Path(i[2]) for s in sections for i in s.items if i[0] == "fig"]]

@@ -35,12 +35,13 @@ def _pyplot():
 
 
 def plot_correlations(df: pd.DataFrame, path: str | Path, *, level: str = "summary", method: str = "spearman",
-                      title: str | None = None) -> Path:
+                      title: str | None = None, ylabel: str | None = None) -> Path:
     """Bar chart of correlations per aspect and metric with CI whiskers; writes a PNG.
 
     Args:
         df: long table of :func:`csem.meta.evaluate` (needs ``value``, ``ci_low``, ``ci_high``).
-        path: output file (.png). level, method: which slice to draw.
+        path: output file (.png). level, method: which slice to draw. ylabel: the y axis (default:
+            ``<method> <symbol> with human``).
 
     Returns:
         ``path``.
@@ -77,7 +78,7 @@ def plot_correlations(df: pd.DataFrame, path: str | Path, *, level: str = "summa
     ax.axhline(0, color="black", linewidth=0.6)
     ax.set_xticks(x)
     ax.set_xticklabels(aspects)
-    ax.set_ylabel(f"{method} {METHOD_SYMBOL.get(method, '')} with human")
+    ax.set_ylabel(ylabel or f"{method} {METHOD_SYMBOL.get(method, '')} with human")
     has_any_ci = sub["ci_low"].notna().any()
     ax.set_title(title or f"{LEVEL_TITLE.get(level, level)} correlation"
                  + (" with 95% bootstrap CI" if has_any_ci else ""), fontsize=11)
@@ -173,7 +174,8 @@ def plot_training_curve(history: Sequence[Mapping], path: str | Path, *, methods
 
 def plot_scaling_curve(curves: Mapping[str, Sequence[Mapping]], path: str | Path, *,
                        baselines: Mapping[str, float] | None = None, fit: Mapping | None = None,
-                       ylabel: str = "summary-level Spearman", title: str = "student vs teacher as labels grow") -> Path:
+                       ylabel: str = "summary-level Spearman", title: str = "student vs teacher as labels grow",
+                       band: tuple[float, float, str] | None = None) -> Path:
     """Correlation against training labels (log x axis); writes a PNG.
 
     Args:
@@ -183,6 +185,8 @@ def plot_scaling_curve(curves: Mapping[str, Sequence[Mapping]], path: str | Path
         baselines: name -> a correlation that does not depend on the labels' number, drawn as a dashed
             horizontal line (e.g. length, extractiveness against the same target).
         fit: ``{"a", "b"}`` of ``value = a + b ln(labels)`` (drawn over the curves' label range, dotted).
+        band: ``(low, high, label)``: a horizontal band (e.g. the judge's attenuation bound ``sqrt(r)``
+            over its interval), shaded.
         ylabel, title: axis label and title.
 
     Returns:
@@ -206,6 +210,8 @@ def plot_scaling_curve(curves: Mapping[str, Sequence[Mapping]], path: str | Path
     for k, (name, value) in enumerate((baselines or {}).items()):
         if value is not None and not math.isnan(value):
             ax.axhline(value, linestyle="--", linewidth=1, color=f"C{(k + 3) % 10}", label=name)
+    if band is not None:
+        ax.axhspan(band[0], band[1], color="tab:green", alpha=0.15, label=band[2])
     ax.set_xscale("log")
     ax.set_xlabel("training labels")
     ax.set_ylabel(ylabel)
@@ -215,13 +221,149 @@ def plot_scaling_curve(curves: Mapping[str, Sequence[Mapping]], path: str | Path
     return save_figure(fig, path)
 
 
+def plot_student_vs_judge(records: Sequence[Mapping], student: str, judge: str, path: str | Path, *,
+                          scale: tuple[float, float] | None = None, title: str | None = None) -> Path:
+    """The student against the judge on held-out candidates: a scatter (one point per candidate, one colour
+    per ``system_id``, the diagonal ``student = judge``) and, beside it, the summary-level Spearman of every
+    source (one point per source, their mean dashed); writes a PNG.
+
+    Args:
+        records: held-out records with both columns (``doc_id``, ``system_id``). student, judge: the columns.
+        path: output file (.png). scale: the label scale ``(min, max)`` for both axes (default: the data's).
+        title: the figure's title.
+
+    Returns:
+        ``path``.
+
+    Raises:
+        ValueError: fewer than 2 records with both scores.
+    """
+    from csem.meta.correlation import ScoreTable, per_document
+
+    plt = _pyplot()
+    rows = [r for r in records if r.get(student) is not None and r.get(judge) is not None]
+    if len(rows) < 2:
+        raise ValueError(f"fewer than 2 records with both '{student}' and '{judge}'")
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(9.6, 4.2), gridspec_kw={"width_ratios": [3, 2]})
+    systems = list(dict.fromkeys(str(r.get("system_id")) for r in rows))
+    cmap = plt.get_cmap("tab10" if len(systems) <= 10 else "tab20")
+    for k, s in enumerate(systems):
+        sub = [r for r in rows if str(r.get("system_id")) == s]
+        ax.scatter([r[judge] for r in sub], [r[student] for r in sub], s=22, alpha=0.8, color=cmap(k % cmap.N),
+                   label=s, linewidths=0)
+    lo, hi = scale or (min(min(r[judge], r[student]) for r in rows), max(max(r[judge], r[student]) for r in rows))
+    ax.plot([lo, hi], [lo, hi], color="grey", linestyle="--", linewidth=1, label="student = judge")
+    ax.set_xlim(lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo))
+    ax.set_ylim(lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo))
+    ax.set_xlabel(judge)
+    ax.set_ylabel(student)
+    ax.legend(fontsize=7, title="system", title_fontsize=7, loc="upper left", frameon=False)
+    ax.grid(alpha=0.3)
+    table = ScoreTable.build([r[student] for r in rows], [r[judge] for r in rows], [r.get("doc_id") for r in rows])
+    per = per_document(table, "spearman")
+    docs = [(str(d), v) for d, v in zip(table.doc_keys, per) if not np.isnan(v)]
+    docs.sort(key=lambda t: t[1])
+    bx.scatter([v for _, v in docs], range(len(docs)), color="black", s=18, zorder=3)
+    if docs:
+        bx.axvline(float(np.mean([v for _, v in docs])), color="tab:blue", linestyle="--", linewidth=1,
+                   label=f"mean {np.mean([v for _, v in docs]):.2f}")
+        bx.legend(fontsize=7, frameon=False, loc="lower right")
+    bx.axvline(0, color="black", linewidth=0.6)
+    bx.set_yticks(range(len(docs)))
+    bx.set_yticklabels([d[:18] for d, _ in docs], fontsize=7)
+    bx.set_xlim(-1.05, 1.05)
+    bx.set_xlabel("Spearman within the source")
+    bx.grid(axis="x", alpha=0.3)
+    fig.suptitle(title or f"{student} vs {judge}", fontsize=10)
+    return save_figure(fig, path)
+
+
+def plot_bars(groups: Mapping[str, Sequence[Mapping]], path: str | Path, *, ylabel: str, title: str,
+              highlight: str | None = None) -> Path:
+    """Horizontal bars with 95% interval whiskers, one panel per group (e.g. per aspect); writes a PNG.
+
+    Args:
+        groups: ``{group: [{"name", "value", "ci": [low, high] | None}]}``; bars in the order given.
+        path: output file (.png). ylabel: the value axis; title: the figure title.
+        highlight: the bar name drawn in a strong colour (the student), others grey.
+
+    Returns:
+        ``path``.
+    """
+    plt = _pyplot()
+    n = max(len(groups), 1)
+    height = max(len(v) for v in groups.values()) if groups else 1
+    fig, axes = plt.subplots(1, n, figsize=(4.6 * n, 0.5 * height + 1.6), squeeze=False)
+    for ax, (g, bars) in zip(axes[0], groups.items()):
+        names = [b["name"] for b in bars]
+        vals = np.array([np.nan if b.get("value") is None else b["value"] for b in bars], dtype=float)
+        y = np.arange(len(bars))[::-1]
+        ax.barh(y, np.nan_to_num(vals), color=["tab:blue" if nm == highlight else "lightgrey" for nm in names])
+        for yy, b, v in zip(y, bars, vals):
+            if b.get("ci") and not np.isnan(v):
+                ax.errorbar(v, yy, xerr=[[max(v - b["ci"][0], 0)], [max(b["ci"][1] - v, 0)]], fmt="none",
+                            ecolor="black", capsize=3, elinewidth=1)
+        ax.set_yticks(y)
+        ax.set_yticklabels(names, fontsize=8)
+        ax.axvline(0, color="black", linewidth=0.6)
+        ax.set_xlim(-1, 1)
+        ax.set_xlabel(ylabel)
+        ax.set_title(g, fontsize=10)
+        ax.grid(axis="x", alpha=0.3)
+    fig.suptitle(title, fontsize=10)
+    return save_figure(fig, path)
+
+
+def plot_gains(rows: Sequence[Mapping], columns: Sequence[str], path: str | Path, *, title: str) -> Path:
+    """The reranking gain per source: for each source, the judge's score of the chosen candidate minus
+    the mean of its N-best list (one bar per judge column); writes a PNG.
+
+    Args:
+        rows: one dict per source with ``doc_id`` and ``<column>.gain`` (floats or None).
+        columns: the judge columns. path: output file (.png). title: the figure title.
+
+    Returns:
+        ``path``.
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.55 * len(rows) + 2.0), 3.6))
+    x = np.arange(len(rows))
+    width = 0.8 / max(len(columns), 1)
+    for j, c in enumerate(columns):
+        vals = [np.nan if r.get(f"{c}.gain") is None else float(r[f"{c}.gain"]) for r in rows]
+        ax.bar(x - 0.4 + width * (j + 0.5), np.nan_to_num(vals), width * 0.9, label=c, color=f"C{j}")
+    ax.axhline(0, color="black", linewidth=0.6)
+    ax.set_xticks(x)
+    ax.set_xticklabels([str(r.get("doc_id"))[:14] for r in rows], rotation=45, ha="right", fontsize=7)
+    ax.set_ylabel("judge score: chosen - N-best mean")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7, frameon=False)
+    ax.grid(axis="y", alpha=0.3)
+    return save_figure(fig, path)
+
+
+def figure_marks(fig) -> dict:
+    """What a figure draws, from its artists: ``{"points": scatter points, "longest_line": the most points
+    of any line}`` (a scatter plot has many points; a line through the data has a long line)."""
+    from matplotlib.collections import PathCollection
+
+    points, longest = 0, 0
+    for ax in fig.axes:
+        points += sum(len(c.get_offsets()) for c in ax.collections if isinstance(c, PathCollection))
+        longest = max([longest, *(len(line.get_xdata()) for line in ax.lines)])
+    return {"points": points, "longest_line": longest}
+
+
 def save_figure(fig, path: str | Path) -> Path:
-    """Lay out, write (PNG, 130 dpi) and close a matplotlib figure; create the folder; return the path."""
+    """Lay out, write (PNG, 130 dpi) and close a matplotlib figure; create the folder; return the path.
+    The PNG's ``Description`` text field records [`figure_marks`][csem.report.plots.figure_marks] as JSON."""
+    import json
+
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130, bbox_inches="tight")
+    fig.savefig(path, dpi=130, bbox_inches="tight", metadata={"Description": json.dumps(figure_marks(fig))})
     plt.close(fig)
     return path

@@ -192,6 +192,28 @@ class RubricBase(BaseModel):
         return ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": text}]
 
 
+class Paraphrase(BaseModel):
+    """A second wording of a rubric ([`Rubric.paraphrased`][csem.rubrics.model.Rubric.paraphrased]): the
+    parts of the prompt it replaces.
+
+    The same aspects, scale, inputs and template, other words: it measures the same thing with
+    different wording noise, so the agreement of one judge's scores under the two wordings is that
+    judge's repeatability ([`csem.judge.repeat`][]). Every built-in rating rubric ships one.
+
+    Attributes:
+        intro: the task introduction (None: keep the rubric's).
+        criteria, steps: a single-aspect rubric's criteria text and its (or a multi-aspect rubric's
+            shared) evaluation steps (None: keep).
+        aspects: a multi-aspect rubric's aspects reworded (same names, same order).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    intro: str | None = None
+    criteria: str | None = None
+    steps: list[str] | None = None
+    aspects: list[Criterion] | None = None
+
+
 class Rubric(RubricBase):
     """A judging rubric (one aspect, or several for a multi-aspect rubric).
 
@@ -223,6 +245,45 @@ class Rubric(RubricBase):
     system: str | None = DEFAULT_SYSTEM
     template: str = DEFAULT_TEMPLATE
     answer_format: Literal["text", "json"] = "text"
+    #: a second wording of the same rubric, for the judge's repeatability (not part of the prompt)
+    paraphrase: Paraphrase | None = None
+
+    @model_validator(mode="after")
+    def _paraphrase_fits(self) -> "Rubric":
+        p, names = self.paraphrase, [c.aspect for c in self.criteria_list]
+        if p is None:
+            return self
+        if p.aspects is not None and [c.aspect for c in p.aspects] != names:
+            raise ValueError(f"paraphrase.aspects must reword the aspects {names} in order")
+        if not self.aspects and p.aspects is not None:
+            raise ValueError("paraphrase.aspects is for a multi-aspect rubric; write paraphrase.criteria")
+        if self.aspects and p.criteria is not None:
+            raise ValueError("paraphrase.criteria is for a single-aspect rubric; write paraphrase.aspects")
+        return self
+
+    @property
+    def fingerprint(self) -> str:
+        """sha256 (16 hex) of the rubric's prompt content (its paraphrase, not part of the prompt, left
+        out): changes whenever the prompt can change."""
+        blob = json.dumps(self.model_dump(mode="json", exclude={"paraphrase"}), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def paraphrased(self) -> "Rubric":
+        """The rubric under its second wording (``paraphrase``): id ``<id>~paraphrase``, version
+        ``<version>~paraphrase``, the paraphrase's intro, criteria, steps and aspects in place of the
+        rubric's; scale, inputs, labels and template unchanged.
+
+        Raises:
+            ValueError: the rubric has no ``paraphrase``.
+        """
+        p = self.paraphrase
+        if p is None:
+            raise ValueError(f"rubric {self.id} has no paraphrase (a second wording for the judge's repeatability); "
+                             "add a 'paraphrase' section to it or give a second rubric file")
+        data = {**self.model_dump(), "id": f"{self.id}~paraphrase", "version": f"{self.version}~paraphrase",
+                "paraphrase": None}
+        data.update({k: v for k, v in p.model_dump().items() if v is not None})
+        return type(self).model_validate(data)
 
     @model_validator(mode="after")
     def _one_form(self) -> "Rubric":

@@ -1,0 +1,190 @@
+"""Whether to trust the run's student: the curve and verdict stages of ``csem run``.
+
+* :func:`run_curve` (the ``curve`` stage, ``curve.json``): the train stage's recipe as one student
+  (``members`` 1) on nested shares of the training sources (``curve.shares``; a seeded order of the
+  sources, the first ``share`` of it, so each share holds the one before), each scored on the held-out
+  sources; the point at 100 % with the train stage's seed is the train stage's own student (or, for a seed
+  ensemble, its member of that seed), not trained again. Per aspect a log-linear fit of the summary-level
+  Spearman against the training labels ([`csem.meta.curve.log_fit`][]), the expected gain per doubling
+  with its 95% interval, and the labels at which the fit comes within 0.05 of the judge's attenuation
+  bound ``sqrt(r)`` (with ``annotate.repeatability``).
+* :func:`run_verdict` (the ``verdict`` stage, ``verdict.json`` and ``gate.json``): the evidence of the
+  rule ([`csem.report.verdict`][]): the student's agreement and interval (``meta.json``), the trivial
+  baselines (``baselines.json``) and a paired bootstrap of the student minus the best of them, the judge's
+  repeatability, the curve; and the acceptability gate's count of the real candidates it floors
+  ([`csem.model.acceptability.gate_audit`][]). Both go into the model's metric card as well.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from csem.data.jsonio import write_json
+from csem.pipeline.agreement import BOOTSTRAP, agreement_table, aspect_of, baseline_scores, student_col
+from csem.pipeline.folder import SCORED
+
+#: the curve's target: within this much of sqrt(r)
+TARGET_MARGIN = 0.05
+#: a share of the training sources with fewer labelled rows than this (csem train's minimum) is skipped
+MIN_ROWS = 8
+
+
+def _row(rows: list[dict], aspect: str, scorer: str, level: str) -> dict:
+    return next((r for r in rows if r["aspect"] == aspect and r["scorer"] == scorer and r["target"] == "judge"
+                 and r["level"] == level), {})
+
+
+def _curve_point(p, recs: list[dict], share_docs: set, seed: int, full: bool, test: list[dict]) -> list[dict]:
+    """The held-out agreement rows of one student of the curve."""
+    from csem.model import EvaluationModel
+
+    own, members = p.train_seed(), int(p.cfg.train.model.get("members", 1))
+    if full and 0 <= seed - own < members:  # the train stage's student (or its member of this seed)
+        model = EvaluationModel.load(p.run_dir / "model")
+        model = model.member(seed - own) if members > 1 else model
+        return agreement_table(model.predict(test).records, p.label_cols())
+    sub = [r for r in recs if r["split"] != "train" or r["doc_id"] in share_docs]
+    with tempfile.TemporaryDirectory(dir=p.run_dir, prefix=f"curve{seed}.") as tmp:
+        p._fit(sub, Path(tmp) / "model", seed=seed, members=1)
+        model = EvaluationModel.load(Path(tmp) / "model")
+        return agreement_table(model.predict(test).records, p.label_cols())
+
+
+def run_curve(p) -> dict:
+    """The curve stage of pipeline ``p`` (see the module docstring); writes ``curve.json``: ``{"shares",
+    "seeds", "points": [{"share", "sources", "labels", "seed", "aspect", "spearman", "dataset"}], "fits":
+    {aspect: fit | None}, "skipped": [shares with fewer than MIN_ROWS labels]}``. Returns its summary (points, seconds per point)."""
+    from csem.meta.curve import labels_to, log_fit
+
+    c = p.cfg.curve
+    recs, _ = p.labelled()
+    labels = p.label_cols()
+    order = sorted({r["doc_id"] for r in recs if r["split"] == "train"})
+    random.Random(c.seed).shuffle(order)
+    test = [r for r in recs if r["split"] == "test"]
+    seeds = c.seeds or [p.train_seed()]
+    points, seconds, skipped = [], [], []
+    for share in c.shares:
+        k = max(1, round(share * len(order)))
+        docs = set(order[:k])
+        counts = {col: sum(1 for r in recs if r["split"] == "train" and r["doc_id"] in docs and r.get(col) is not None)
+                  for col in labels}
+        if k < len(order) and min(counts.values(), default=0) < MIN_ROWS:  # too few labels to train on
+            skipped.append({"share": share, "sources": k, "labels": min(counts.values(), default=0)})
+            continue
+        for seed in seeds:
+            t0 = time.perf_counter()
+            rows = _curve_point(p, recs, docs, seed, k == len(order), test)
+            seconds.append(round(time.perf_counter() - t0, 2))
+            for col in labels:
+                a = aspect_of(col)
+                points.append({"share": share, "sources": k, "labels": counts[col], "seed": seed, "aspect": a,
+                               "spearman": _row(rows, a, "student", "summary").get("spearman"),
+                               "dataset": _row(rows, a, "student", "dataset").get("spearman")})
+    rep = p.repeatability() or {}
+    fits: dict[str, Any] = {}
+    for col in labels:
+        a = aspect_of(col)
+        try:
+            fit = log_fit([(pt["labels"], pt["spearman"]) for pt in points if pt["aspect"] == a])
+        except ValueError:  # fewer than 2 label counts with a defined figure
+            fits[a] = None
+            continue
+        root = ((rep.get("columns") or {}).get(col) or {}).get("summary", {}).get("sqrt_r")
+        fit["target"] = None if root is None else root - TARGET_MARGIN
+        fit["labels_to_target"] = None if root is None else labels_to(fit, root - TARGET_MARGIN)
+        fits[a] = fit
+    write_json(p.run_dir / "curve.json", {"shares": c.shares, "seeds": seeds, "points": points, "fits": fits,
+                                          "skipped": skipped})
+    return {"points": len(points), "skipped": len(skipped), "seconds_per_point": seconds}
+
+
+def _paired_diff(test: list[dict], aspect: str, label: str, baseline: list) -> list[float] | None:
+    """95% paired-bootstrap interval over sources of the student's summary-level Spearman minus a
+    baseline's (None when undefined)."""
+    from csem.meta import paired_test
+
+    scol = student_col(test, aspect)
+    rows = [{"doc_id": r.get("doc_id"), "a": r.get(scol), "b": baseline[i], "y": r.get(label)} for i, r in enumerate(test)]
+    try:
+        res = paired_test(rows, "a", "b", "y", level="summary", method="spearman", n=BOOTSTRAP, seed=0)
+    except (ValueError, KeyError):
+        return None
+    return None if math.isnan(res.ci_low) or math.isnan(res.ci_high) else [res.ci_low, res.ci_high]
+
+
+def verdict_evidence(p) -> list:
+    """The [`csem.report.verdict.AspectEvidence`][] of every label column of pipeline ``p``."""
+    from csem.report.verdict import AspectEvidence, best_baseline
+
+    meta = json.loads((p.run_dir / "meta.json").read_text())
+    base = p.baseline_rows()
+    rep = p.repeatability() or {}
+    curve_path = p.run_dir / "curve.json"
+    curve = json.loads(curve_path.read_text()) if curve_path.exists() and p.cfg.curve is not None else {}
+    rows = p.folder.rows(SCORED)
+    test = [r for r in rows if r.get("split") == "test"]
+    train = [r for r in rows if r.get("split") == "train"]
+    labels = p.label_cols()
+    scores = baseline_scores(train, test, labels)
+    out = []
+    for label in labels:
+        a = aspect_of(label)
+        st, sd = _row(meta, a, "student", "summary"), _row(meta, a, "student", "dataset")
+        bl = {r["scorer"]: r["spearman"] for r in base if r["aspect"] == a and r["level"] == "summary"}
+        name, _ = best_baseline(bl)
+        diff = _paired_diff(test, a, label, scores[name][label]) if name in scores else None
+        r = ((rep.get("columns") or {}).get(label) or {}).get("summary") or {}
+        out.append(AspectEvidence(aspect=a, student=st.get("spearman"), student_ci=st.get("spearman_ci"),
+                                  n_sources=st.get("n_groups"), student_dataset=sd.get("spearman"), baselines=bl,
+                                  diff_ci=diff, r=r.get("r"), r_ci=r.get("ci"), curve=(curve.get("fits") or {}).get(a)))
+    return out
+
+
+def run_gate_audit(p) -> dict:
+    """The acceptability gate on this run's real candidates ([`csem.model.acceptability.gate_audit`][]);
+    ``{}`` for a student without a gate."""
+    from csem.model import EvaluationModel
+    from csem.model.acceptability import gate_audit
+
+    model = EvaluationModel.load(p.run_dir / "model")
+    rows = p.folder.rows(SCORED)
+    scales = p.scales()
+    cols = {}
+    for label in p.label_cols():
+        a = aspect_of(label)
+        lo, hi = scales.get(label, (1.0, 5.0))
+        cols[a] = (label, student_col(rows, a), (lo, hi))
+    return gate_audit(model.members, rows, model.config.mode, cols)
+
+
+def run_verdict(p) -> dict:
+    """The verdict stage of pipeline ``p``: writes ``verdict.json`` ([`csem.report.verdict.verdict`][] of
+    [`verdict_evidence`][csem.pipeline.trust.verdict_evidence]) and ``gate.json`` ([`run_gate_audit`][csem.pipeline.trust.run_gate_audit]),
+    and adds them and the judge's repeatability to ``model/metric_card.json`` (and ``.md``)."""
+    from csem.model.card import write_card
+    from csem.report.verdict import verdict
+
+    v = verdict(verdict_evidence(p))
+    gate = run_gate_audit(p)
+    write_json(p.run_dir / "verdict.json", v)
+    write_json(p.run_dir / "gate.json", gate)
+    card_path = p.run_dir / "model" / "metric_card.json"
+    card = json.loads(card_path.read_text())
+    card["verdict"] = {"status": v["status"], "headline": v["headline"], "text": v["text"],
+                       "source": "held-out sources of this csem run (verdict.json)"}
+    rep = p.repeatability()
+    if rep:
+        card["judge_repeatability"] = {"rendering": rep["rendering"], "sources": len(rep["sources"]),
+                                       "candidates": rep["candidates"], "columns": rep["columns"]}
+    if gate:
+        card["gate_audit"] = {a: g["all"] for a, g in gate.items()}
+    write_card(p.run_dir / "model", card)
+    return {"status": v["status"], "gated": {a: g["all"]["gated"] for a, g in gate.items()},
+            "floored": {a: g["all"]["floored"] for a, g in gate.items()}}
