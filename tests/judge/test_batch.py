@@ -297,3 +297,37 @@ def test_cost_arithmetic_and_dry_run_sends_nothing(tmp_path, data_file):
         assert "6 judgments, 0 cached, 6 to send" in r.stdout and "as a batch job" in r.stdout
         tokenizer_line = next(line for line in r.stdout.splitlines() if line.startswith("prompt tokens"))
         assert "tiktoken" in tokenizer_line or "ESTIMATE" in tokenizer_line
+
+
+# ----------------------------------------------------------------------------- csem run
+def test_pipeline_annotate_stage_batch_prices_and_dry_run(tmp_path, fake_llm):
+    import yaml
+
+    from csem.data.records import read_records, write_records
+    from csem.pipeline.runner import Pipeline
+
+    examples = REPO / "src" / "csem" / "pipeline" / "examples"
+    write_records(read_records(examples / "news_sources.jsonl", required=("source",))[:3], tmp_path / "sources.jsonl")
+    with FakeBatchServer() as fake:
+        cfg = {"name": "batched", "sources": {"path": "sources.jsonl"},
+               "collect": {"generators": [{"uri": fake_llm, "name": "fake", "num_samples": 2}],
+                           "decoding": {"max_tokens": 20}},
+               "annotate": {"judge": f"openai:{MODEL}", "rubrics": [RUBRIC], "options": opts(fake), "batch": True,
+                            "prices": {"input": 2.5, "output": 10.0}}}
+        (tmp_path / "pipe.yaml").write_text(yaml.safe_dump(cfg))
+        p = Pipeline.from_file(tmp_path / "pipe.yaml", tmp_path / "run", progress=False)
+        p.batch_poll = 0.0
+        p.collect()
+        n = len(read_records(tmp_path / "run" / "candidates.jsonl"))
+        est = p.estimate_annotate()
+        assert (est.judgments, est.to_send) == (n, n) and est.cost > 0
+        assert est.cost_batch == pytest.approx(est.cost / 2)
+        assert not fake.chat_bodies and not fake.uploads  # the dry run sent nothing
+        s = p.annotate()
+        assert (s["judged"], s["failed"], fake.creations) == (n, 0, 1)
+        assert s["cost_usd"] == pytest.approx(Prices(input=2.5, output=10.0).cost(
+            s["prompt_tokens"], s["completion_tokens"], batch=True))
+        assert s["batches"][0]["id"] == "batch_0001"
+        assert "batch" not in p.annotate_settings() and "prices" not in p.annotate_settings()
+        assert (tmp_path / "run" / "labelled.jsonl.batch" / "state.json").exists()
+        assert p.estimate_annotate().to_send == 0  # all cached now

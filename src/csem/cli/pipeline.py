@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from csem.cli import app
+from csem.cli.judge import batch_poll_option, dry_run_option, price_in_option, price_out_option
 from csem.pipeline.runner import Pipeline, StageIncomplete
 
 
@@ -19,6 +20,10 @@ def run(
                                               "(summarization.yaml, translation.yaml, instruction-following.yaml)"),
     run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="run folder (default runs/<name>)"),
     from_stage: Optional[str] = typer.Option(None, "--from", help="force this stage and the later ones: collect, annotate, compare, train, score, meta-eval, seeds, rerank, mrt, report"),
+    dry_run: bool = dry_run_option(),
+    price_in: Optional[float] = price_in_option(),
+    price_out: Optional[float] = price_out_option(),
+    batch_poll: float = batch_poll_option(),
 ) -> None:
     """Run a CSEM pipeline; finished stages are skipped (content hash), a half-finished one resumes.
     A judging stage with failed judgments stops the run (exit 3, or 1 when the judge answered nothing);
@@ -26,6 +31,19 @@ def run(
     from csem.cli.judge import run_outcome
 
     p = Pipeline.from_file(pipeline, run_dir)
+    if batch_poll < 0:
+        raise typer.BadParameter(f"--batch-poll must be >= 0 seconds, got {batch_poll}")
+    p.batch_poll = batch_poll
+    from csem.judge.cost import prices_from
+
+    prices = prices_from(price_in, price_out)
+    if prices is not None:  # over annotate.prices (prices never change what the stage judges)
+        p.cfg.annotate.prices = prices
+    if dry_run:  # the annotate stage's token count and cost; nothing is sent
+        from rich.markup import escape
+
+        Console().print(escape(str(p.estimate_annotate())), soft_wrap=True)
+        raise typer.Exit(0)
     try:
         rows = p.run(from_stage=from_stage)
     except StageIncomplete as exc:

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from csem.collect.sampler import GeneratorSpec
 from csem.errors import InputError
+from csem.judge.cost import Prices
 from csem.llm import GenerateConfig
 
 STAGES = ("collect", "annotate", "compare", "train", "score", "meta_eval", "curve", "seeds", "rerank", "mrt", "verdict",
@@ -81,10 +82,17 @@ class AnnotateConfig(_Strict):
     repeatability: float = Field(0.0, ge=0, le=1)
     repeat_rubrics: list[str] | None = None
     repeat_seed: int = 0
+    # the requests as batch jobs (csem annotate --batch; an openai: judge), state in labelled.jsonl.batch/;
+    # prices: {input, output} US dollars per million tokens (csem.judge.cost.Prices). Neither changes a
+    # judgment, so neither is part of the stage's fingerprint (ANNOTATE_TRANSPORT_FIELDS)
+    batch: bool = False
+    prices: Prices | None = None
 
 
 #: annotate settings added after run folders existed: left out of the annotate fingerprint at their default
 ANNOTATE_FIELDS_ADDED = ("repeatability", "repeat_rubrics", "repeat_seed")
+#: annotate settings of how the judge is reached and priced, never of what it judges: not fingerprinted
+ANNOTATE_TRANSPORT_FIELDS = ("batch", "prices")
 
 
 class CurveConfig(_Strict):

@@ -140,6 +140,7 @@ class Pipeline:
 
     def __init__(self, config: PipelineConfig, base_dir: Path, run_dir: Path, *, progress: bool = True):
         self.cfg, self.base, self.run_dir, self.progress = config, base_dir, Path(run_dir), progress
+        self.batch_poll = 30.0  # seconds between batch status requests (annotate.batch)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.state = RunState(self.run_dir)
         self.folder = RunFolder(self.run_dir)  # labelled.jsonl, scored.jsonl, scales: each read once
@@ -224,16 +225,42 @@ class Pipeline:
                              cache=self.run_dir / "judge_cache.sqlite", progress=self.progress,
                              backend_options=a.options, repeatability=a.repeatability,
                              repeat_rubrics=self._rubrics(a.repeat_rubrics) if a.repeat_rubrics else None,
-                             repeat_seed=a.repeat_seed)
+                             repeat_seed=a.repeat_seed, batch=self.batch_options(), prices=a.prices)
+
+    def batch_options(self):
+        """The annotate stage's batch jobs (``annotate.batch``; state in ``labelled.jsonl.batch/``), or None."""
+        if not self.cfg.annotate.batch:
+            return None
+        from csem.judge.batch import BatchOptions
+
+        return BatchOptions(state_dir=self.run_dir / (LABELLED + ".batch"), poll=self.batch_poll)
+
+    def estimate_annotate(self, prices=None):
+        """The annotate stage's dry run ([`csem.judge.estimate_records`][]: the judgments its cache
+        lacks, their prompt tokens and cost; ``prices`` default ``annotate.prices``); nothing is sent.
+
+        Raises:
+            InputError: the collect stage has not written its candidates yet.
+        """
+        from csem.judge.runner import estimate_records
+
+        cands = self.run_dir / "candidates.jsonl"
+        if not cands.exists():
+            raise InputError(f"{cands}: no candidates yet; the annotate stage's cost is known once collect has run "
+                             "(the collect stage generates them locally)")
+        a = self.cfg.annotate
+        return estimate_records(read_records(cands), self._rubrics(), a.judge, mode=a.mode, n=a.n,
+                                temperature=a.temperature, cache=self.run_dir / "judge_cache.sqlite",
+                                backend_options=a.options, prices=prices or a.prices)
 
     def annotate_settings(self) -> dict:
         """The annotate settings that fingerprint the stage: backend options only when given, and the
         settings of :data:`csem.pipeline.config.ANNOTATE_FIELDS_ADDED` only away from their defaults (runs
         from before they existed stay done)."""
-        from csem.pipeline.config import ANNOTATE_FIELDS_ADDED
+        from csem.pipeline.config import ANNOTATE_FIELDS_ADDED, ANNOTATE_TRANSPORT_FIELDS
 
         a = self.cfg.annotate
-        out = a.model_dump(exclude=set() if a.options else {"options"})
+        out = a.model_dump(exclude=set(ANNOTATE_TRANSPORT_FIELDS) | (set() if a.options else {"options"}))
         for name in ANNOTATE_FIELDS_ADDED:
             if out[name] == type(a).model_fields[name].default:
                 del out[name]
