@@ -130,9 +130,10 @@ def test_api_and_cli_train_the_same_multi_judge_student(tiny_encoder, tmp_path):
                            encoder=str(tiny_encoder), **TINY)
     res = CliRunner().invoke(app, [
         "train", "--data", str(data), "--label-col", spec, "--normalise", "zscore", "--combine", "heads",
-        "--out", str(tmp_path / "cli"), "--encoder", str(tiny_encoder), "--max-length", "40",
-        "--source-max-length", "40", "--hidden-sizes", "16", "--dropout", "0", "--epochs", "1",
-        "--batch-size", "6", "--lr", "1e-2", "--head-lr", "1e-2", "--seed", "3"])
+        "--out", str(tmp_path / "cli"), "--encoder", str(tiny_encoder), "--set", "model.max_length=40",
+        "--set", "model.source_max_length=40", "--set", "model.hidden_sizes=[16]", "--set", "model.dropout=0",
+        "--epochs", "1",
+        "--set", "train.batch_size=6", "--set", "train.lr=1e-2", "--set", "train.head_lr=1e-2", "--seed", "3"])
     assert res.exit_code == 0, res.output
     cli_card = json.loads((tmp_path / "cli" / "metric_card.json").read_text())
     assert cli_card["labels"] == api_model.card["labels"]

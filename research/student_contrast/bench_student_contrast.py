@@ -123,7 +123,8 @@ def fit(train: list[dict], recipe: str | dict, seed: int, threads: int, members:
     TrainConfig fields, and under ``"model"`` ModelConfig fields; pairs made from ``train`` itself by
     csem.model.contrast.auto_pairs, as ``csem train --contrast-per-record`` does); ``members`` > 1: a seed
     ensemble (seeds seed..seed+members-1, ``csem train --members``)."""
-    from csem.model import ModelConfig, TrainConfig, fit
+    from csem.model import ModelConfig, TrainConfig
+    from csem.model import fit as fit_student  # csem's one training entry (this function shares its name)
 
     options = dict(RECIPES[recipe] if isinstance(recipe, str) else recipe)
     model_options = options.pop("model", {})
@@ -133,10 +134,8 @@ def fit(train: list[dict], recipe: str | dict, seed: int, threads: int, members:
         options["init"] = INIT
     tc = TrainConfig(seed=seed, num_threads=threads, **{"contrast_per_record": 0, **options})
     t0 = time.perf_counter()
-    model = fit(train, COLS, "ref-free", config=ModelConfig(name="s", members=members, **model_options),
-                train_config=tc,
-                label_range=(1, 5),
-                judge="gpt-4-0314 (rts, Shen et al. 2023)")
+    model = fit_student(train, COLS, "ref-free", config=ModelConfig(name="s", members=members, **model_options),
+                        train_config=tc, label_range=(1, 5), judge="gpt-4-0314 (rts, Shen et al. 2023)")
     return model, time.perf_counter() - t0, (model.card.get("contrast") or {}).get("pairs", 0)
 
 

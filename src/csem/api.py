@@ -91,8 +91,7 @@ def judge(data: Any, rubric: str | Sequence[str], judge: str = "local", *, mode:
 def annotate(data: Any, rubric: str | Sequence[str], judge: str = "local", *, out: str | Path,
              compare: bool = False, pairs: str = "all", per_source: int | None = None,
              rating_col: str | None = None, mode: str = "probs", seed: int = 0, cache: str | Path | None = None,
-             progress: bool = False, backend_options: Mapping[str, Any] | None = None, repeatability: float = 0.0,
-             repeat_rubrics: str | Sequence[str] | None = None, repeat_seed: int = 0) -> dict:
+             progress: bool = False, backend_options: Mapping[str, Any] | None = None) -> dict:
     """CSEM stage ii, as ``csem annotate``: judge candidates and write the labelled file with its
     provenance ``<out>.judge.json`` (judge, mode, each column's rubric and scale), which
     :func:`train` reads for the label range and the metric card.
@@ -106,15 +105,9 @@ def annotate(data: Any, rubric: str | Sequence[str], judge: str = "local", *, ou
             candidates of each source, judged in both orders; ``pairs`` (``all`` | ``random`` |
             ``balanced`` | ``adjacent``), ``per_source``, ``rating_col``, ``seed`` choose them.
         mode, cache, progress, backend_options: as :func:`judge`.
-        repeatability: share of the sources (0-1) judged a second time under a second rendering of each
-            rubric (its paraphrase, or ``repeat_rubrics``: one second rubric id or file per rubric; in
-            ``sample`` mode a second set of samples), into ``judge.<aspect>.repeat`` (never a training
-            label); writes ``<out>.repeatability.json`` with the judge's repeatability and its attenuation
-            bound ([`csem.judge.repeat`][]). repeat_seed: the draw of those sources.
 
     Returns:
-        The judge summary as a dict (total, judged, cached, failed, missing by reason, seconds; ``repeat``:
-        the second pass's counts).
+        The judge summary as a dict (total, judged, cached, failed, missing by reason, seconds).
 
     Raises:
         ValueError: no records. as :func:`csem.judge.judge_records` otherwise.
@@ -127,14 +120,11 @@ def annotate(data: Any, rubric: str | Sequence[str], judge: str = "local", *, ou
         return compare_file(recs, out, rubrics=rubrics, judge=judge, mode=mode, strategy=pairs,
                             per_source=per_source, rating_col=rating_col, seed=seed, cache=cache,
                             progress=progress, backend_options=backend_options)
-    if isinstance(repeat_rubrics, str):
-        repeat_rubrics = [r for r in repeat_rubrics.split(",") if r.strip()]
     return annotate_file(recs, out, rubrics=rubrics, judge=judge, mode=mode, cache=cache, progress=progress,
-                         backend_options=backend_options, repeatability=repeatability,
-                         repeat_rubrics=repeat_rubrics, repeat_seed=repeat_seed)
+                         backend_options=backend_options)
 
 
-def train(data: Any, label_col: str | Sequence[str], *, out_dir: str | Path | None = None, mode: str = "ref-free",
+def train(data: Any, label_col: str | Sequence[str], *, out_dir: str | Path | None = None, mode: str | None = None,
           dev: Any = None, judge_col: str | None = None, normalise: str = "none", combine: str = "mean",
           pairs: bool = False, label_range: tuple[float, float] | Mapping[str, tuple[float, float]] | None = None,
           config: Any = None, train_config: Any = None, judge: str | None = None, rubric: str | None = None,
@@ -148,7 +138,7 @@ def train(data: Any, label_col: str | Sequence[str], *, out_dir: str | Path | No
         label_col: label column(s), comma separated, one head each; several judges of one aspect
             joined with ``+`` (``judge.coherence@gpt4+judge.coherence@chatgpt``).
         out_dir: the model folder to write (None: only return the model).
-        mode: ``ref-free`` | ``ref-based`` | ``fluency`` | ``fluency-ref``.
+        mode: ``ref-free`` | ``ref-based`` | ``fluency`` | ``fluency-ref`` (None: ``config.mode``, else ``ref-free``).
         dev: dev records or file: per-epoch validation, best checkpoint, early stopping.
         judge_col, normalise, combine, pairs, label_range, judge, rubric: as ``csem train``
             (:func:`csem.model.fit.training_set`).
@@ -164,16 +154,19 @@ def train(data: Any, label_col: str | Sequence[str], *, out_dir: str | Path | No
         csem.model.labels.LabelSpecError: a bad label specification.
     """
     from csem.model import ModelConfig, TrainConfig
-    from csem.model.fit import fit, label_columns
+    from csem.model.fit import fit
+    from csem.model.labels import parse_label_spec
 
     model_fields = {k: v for k, v in settings.items() if k in ModelConfig.model_fields}
     train_fields = {k: v for k, v in settings.items() if k in TrainConfig.model_fields}
     unknown = sorted(set(settings) - set(model_fields) - set(train_fields))
     if unknown:
         raise TypeError(f"unknown training setting(s) {unknown}: not a field of ModelConfig or TrainConfig")
-    config = (config or ModelConfig()).model_copy(update=model_fields) if model_fields else config
-    train_config = (train_config or TrainConfig()).model_copy(update=train_fields) if train_fields else train_config
-    cols = label_columns(label_col)
+    # validated as a config file's settings are (one error naming the field)
+    config = ModelConfig.model_validate({**(config or ModelConfig()).model_dump(), **model_fields})
+    train_config = TrainConfig.model_validate({**(train_config or TrainConfig()).model_dump(), **train_fields})
+    groups = parse_label_spec(label_col)  # parsed once, passed on to fit
+    cols = [c for g in groups for c in g]
     numeric = () if pairs else cols
     required = () if pairs else ("candidate",)
     provenance = None
@@ -184,7 +177,7 @@ def train(data: Any, label_col: str | Sequence[str], *, out_dir: str | Path | No
     records = read_data(data, required=required, numeric=numeric)
     dev_records = read_data(dev, numeric=cols) if dev is not None else None
     where = str(data) if isinstance(data, (str, Path)) else "training data"
-    return fit(records, label_col, mode=mode, out_dir=out_dir, config=config, train_config=train_config,
+    return fit(records, groups, mode=mode or config.mode, out_dir=out_dir, config=config, train_config=train_config,
                dev_records=dev_records, judge_col=judge_col, normalise=normalise, combine=combine, pairs=pairs,
                label_range=label_range, provenance=provenance, judge=judge, rubric=rubric, where=where,
                dev_where=str(dev) if isinstance(dev, (str, Path)) else "dev data")

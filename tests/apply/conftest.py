@@ -36,13 +36,13 @@ def nbest_test(shared_data):
 @pytest.fixture(scope="session")
 def student(nbest_train, tmp_path_factory):
     """A ref-free two-head student (quality, fluency) trained head-only for 15 epochs, saved to a folder."""
-    from csem.model import ModelConfig, TrainConfig, train
+    from csem.model import ModelConfig, TrainConfig, fit
 
     out = tmp_path_factory.mktemp("apply") / "student"
-    train(nbest_train, "judge.quality,judge.fluency", "ref-free", out_dir=out,
-          config=ModelConfig(name="tiny", **SMALL),
-          train_config=TrainConfig(max_epochs=15, frozen_epochs=15, head_lr=3e-3, batch_size=16, seed=3),
-          label_range=(1, 5), judge="synthetic order", rubric="quality,fluency")
+    fit(nbest_train, "judge.quality,judge.fluency", "ref-free", out_dir=out,
+        config=ModelConfig(name="tiny", **SMALL),
+        train_config=TrainConfig(max_epochs=15, frozen_epochs=15, head_lr=3e-3, batch_size=16, seed=3),
+        label_range=(1, 5), judge="synthetic order", rubric="quality,fluency")
     return out
 
 
@@ -51,16 +51,16 @@ def multi_judge(nbest_train, tiny_encoder, tmp_path_factory):
     """A three-head student on the tiny RANDOM encoder (fast tier): two judges of quality (``quality@fine``
     1-5, ``quality@coarse`` 1-3) and one of fluency, saved with the ensemble card entry that
     ``csem train --combine heads`` writes (``quality`` = the mean of the two quality heads on [0, 1])."""
-    from csem.model import ModelConfig, TrainConfig, train
+    from csem.model import ModelConfig, TrainConfig, fit
 
     rows = [dict(r, **{"judge.quality@fine": r["judge.quality"],
                        "judge.quality@coarse": 1 + (r["judge.quality"] - 1) / 2}) for r in nbest_train]
     out = tmp_path_factory.mktemp("multi") / "student"
-    model = train(rows, ["judge.quality@fine", "judge.quality@coarse", "judge.fluency"], "ref-free",
-                  config=ModelConfig(name="mj", encoder=str(tiny_encoder), max_length=32, hidden_sizes=[16]),
-                  train_config=TrainConfig(max_epochs=1, frozen_epochs=1, head_lr=3e-3, batch_size=16, seed=0),
-                  label_range={"judge.quality@fine": (1, 5), "judge.quality@coarse": (1, 3),
-                               "judge.fluency": (1, 5)})
+    model = fit(rows, ["judge.quality@fine", "judge.quality@coarse", "judge.fluency"], "ref-free",
+                config=ModelConfig(name="mj", encoder=str(tiny_encoder), max_length=32, hidden_sizes=[16]),
+                train_config=TrainConfig(max_epochs=1, frozen_epochs=1, head_lr=3e-3, batch_size=16, seed=0),
+                label_range={"judge.quality@fine": (1, 5), "judge.quality@coarse": (1, 3),
+                             "judge.fluency": (1, 5)})
     assert model.aspects == ["quality@fine", "quality@coarse", "fluency"]
     model.card["labels"] = {"normalise": "none", "combine": "heads", "judge_col": None,
                             "ensembles": {"quality": ["quality@fine", "quality@coarse"]}}

@@ -105,12 +105,12 @@ def test_trl_reward_argument_faults(multi_judge, nbest_test):
 
 def test_trl_reward_without_prompts_for_a_source_free_student(nbest_train, tiny_encoder, tmp_path, nbest_test):
     from csem.apply.reward import trl_reward
-    from csem.model import ModelConfig, TrainConfig, train
+    from csem.model import ModelConfig, TrainConfig, fit
 
-    train(nbest_train[:16], "judge.fluency", "fluency", out_dir=tmp_path / "fl",
-          config=ModelConfig(name="fl", encoder=str(tiny_encoder), max_length=24, hidden_sizes=[8],
-                             overlap_features=False),
-          train_config=TrainConfig(max_epochs=1, frozen_epochs=1, batch_size=16, seed=0), label_range=(1, 5))
+    fit(nbest_train[:16], "judge.fluency", "fluency", out_dir=tmp_path / "fl",
+        config=ModelConfig(name="fl", encoder=str(tiny_encoder), max_length=24, hidden_sizes=[8],
+                           overlap_features=False),
+        train_config=TrainConfig(max_epochs=1, frozen_epochs=1, batch_size=16, seed=0), label_range=(1, 5))
     reward = trl_reward(tmp_path / "fl")
     got = reward(completions=[nbest_test[0]["candidate"], ""])
     assert len(got) == 2 and got[1] == reward.floor == 1.0
@@ -119,13 +119,13 @@ def test_trl_reward_without_prompts_for_a_source_free_student(nbest_train, tiny_
 # ----------------------------------------------------------------------------- MRT's reward cache
 
 def _retrain(nbest_train, tiny_encoder, out, seed):
-    from csem.model import ModelConfig, TrainConfig, train
+    from csem.model import ModelConfig, TrainConfig, fit
 
     shutil.rmtree(out, ignore_errors=True)
-    train(nbest_train[:16], "judge.quality", "ref-free", out_dir=out,
-          config=ModelConfig(name="same-name", encoder=str(tiny_encoder), max_length=24, hidden_sizes=[8]),
-          train_config=TrainConfig(max_epochs=1, frozen_epochs=1, head_lr=1e-2, batch_size=8, seed=seed),
-          label_range=(1, 5))
+    fit(nbest_train[:16], "judge.quality", "ref-free", out_dir=out,
+        config=ModelConfig(name="same-name", encoder=str(tiny_encoder), max_length=24, hidden_sizes=[8]),
+        train_config=TrainConfig(max_epochs=1, frozen_epochs=1, head_lr=1e-2, batch_size=8, seed=seed),
+        label_range=(1, 5))
 
 
 def test_mrt_reward_cache_is_keyed_by_the_students_content(nbest_train, tiny_encoder, tmp_path):
@@ -258,8 +258,11 @@ def test_help_never_cuts_option_names():
         assert res.exit_code == 0
         assert "…" not in "".join(line.split("│")[1][:40] for line in res.output.splitlines() if "│ " in line
                                    and "--" in line), res.output
-    train = CliRunner().invoke(app, ["train", "--help"], terminal_width=80).output
-    assert "--source-max-length" in train and "--overlap-features" in train
+    # csem train keeps the common options; every other setting is a config field (--config, --set)
+    train = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "100", "TERMINAL_WIDTH": ""},
+                               terminal_width=100).output
+    assert "--config" in train and "--set" in train and "--print-config" in train
+    assert len(train.splitlines()) <= 60, (len(train.splitlines()), train)
 
 
 def test_score_and_precision_help_say_what_they_do():
@@ -267,8 +270,10 @@ def test_score_and_precision_help_say_what_they_do():
     out = out.replace("│", "").replace("  ", " ")
     assert "lies inside its label scale" in out and "pairwise loss alone" in out
     assert "auto picks" in " ".join(out.split()) and "CPU" in out
-    train = " ".join(CliRunner().invoke(app, ["train", "--help"], terminal_width=80).output.replace("│", " ").split())
-    assert "auto picks bf16 on a CUDA GPU" in train and "fp32 on a CPU" in train
+    # training's precision is a TrainConfig field (--set train.precision=...), documented there
+    from csem.model import TrainConfig
+
+    assert "bf16 mixed precision on a GPU" in " ".join(TrainConfig.__doc__.split())
 
 
 def test_train_prints_its_timing_without_progress(nbest_train, tiny_encoder, tmp_path):
@@ -277,8 +282,9 @@ def test_train_prints_its_timing_without_progress(nbest_train, tiny_encoder, tmp
     data = write_records(nbest_train[:24], tmp_path / "train.jsonl")
     res = CliRunner().invoke(app, ["train", "--data", str(data), "--label-col", "judge.quality", "--out",
                                    str(tmp_path / "m"), "--encoder", str(tiny_encoder), "--epochs", "2",
-                                   "--frozen-epochs", "2", "--hidden-sizes", "8", "--max-length", "24",
-                                   "--label-range", "1,5", "--threads", "1"])
+                                   "--set", "train.frozen_epochs=2", "--set", "model.hidden_sizes=[8]", "--set",
+                                   "model.max_length=24",
+                                   "--label-range", "1,5", "--set", "train.num_threads=1"])
     assert res.exit_code == 0, res.output
     epochs = re.findall(r"^epoch (\d+): .* ([\d.]+) s, ", res.output, flags=re.M)
     assert [e for e, _ in epochs] == ["0", "1"], res.output

@@ -35,9 +35,12 @@ def test_torchrun_two_nodes_on_loopback(tiny_encoder, shared_data, tmp_path):
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
                "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "csem-test",
                "-m", "csem", "train", "--data", str(data), "--label-col", "judge.quality", "--label-range", "1,5",
-               "--out", str(out), "--encoder", str(tiny_encoder), "--max-length", "40", "--hidden-sizes", "16",
-               "--epochs", "2", "--frozen-epochs", "0", "--batch-size", "8", "--threads", "1",
-               "--accelerator", "cpu", "--devices", "1", "--num-nodes", "2", "--strategy", "ddp"]
+               "--out", str(out), "--encoder", str(tiny_encoder), "--set", "model.max_length=40", "--set",
+               "model.hidden_sizes=[16]",
+               "--epochs", "2", "--set", "train.frozen_epochs=0", "--set", "train.batch_size=8", "--set",
+               "train.num_threads=1",
+               "--set", "train.accelerator=cpu", "--set", "train.devices=1", "--set", "train.num_nodes=2", "--set",
+               "train.strategy=ddp"]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
     outputs = [p.communicate(timeout=600) for p in procs]
     for p, (so, se) in zip(procs, outputs):

@@ -71,14 +71,14 @@ def ray_student(shared_data, tiny_encoder, tmp_path_factory):
     records to score (12 SummEval articles x 3 candidates) in a JSONL file."""
     import torch
 
-    from csem.model import ModelConfig, TrainConfig, train
+    from csem.model import ModelConfig, TrainConfig, fit
 
     torch.set_num_threads(1)
     tmp = tmp_path_factory.mktemp("ray_student")
-    train(_records(shared_data, 16, 0, 0), "judge.quality", "ref-free", out_dir=tmp / "student",
-          config=ModelConfig(name="tiny", encoder=str(tiny_encoder), max_length=40, hidden_sizes=[16], dropout=0.0),
-          train_config=TrainConfig(max_epochs=2, frozen_epochs=2, head_lr=3e-3, batch_size=16, seed=3),
-          label_range=(1, 5))
+    fit(_records(shared_data, 16, 0, 0), "judge.quality", "ref-free", out_dir=tmp / "student",
+        config=ModelConfig(name="tiny", encoder=str(tiny_encoder), max_length=40, hidden_sizes=[16], dropout=0.0),
+        train_config=TrainConfig(max_epochs=2, frozen_epochs=2, head_lr=3e-3, batch_size=16, seed=3),
+        label_range=(1, 5))
     recs = _records(shared_data, 12, 40, 1)
     return tmp / "student", recs, write_records(recs, tmp / "records.jsonl")
 

@@ -51,14 +51,14 @@ def trained(train_records, dev_records, tmp_path_factory):
     Without contrast pairs (they train the encoder, which this head-only recipe keeps frozen) and without
     overlap features: they alone would rank this synthetic set (another article's highlight
     is all novel n-grams), and the tests using it check what the embeddings learn."""
-    from csem.model import ModelConfig, TrainConfig, train
+    from csem.model import ModelConfig, TrainConfig, fit
 
     out = tmp_path_factory.mktemp("model") / "student"
-    model = train(train_records, "judge.quality", "ref-free", out_dir=out,
-                  config=ModelConfig(name="tiny", overlap_features=False, **SMALL),
-                  train_config=TrainConfig(max_epochs=15, frozen_epochs=15, head_lr=3e-3, batch_size=16,
-                                           patience=15, seed=3, contrast_per_record=0),
-                  dev_records=dev_records, label_range=(1, 5), judge="synthetic order", rubric="quality")
+    model = fit(train_records, "judge.quality", "ref-free", out_dir=out,
+                config=ModelConfig(name="tiny", overlap_features=False, **SMALL),
+                train_config=TrainConfig(max_epochs=15, frozen_epochs=15, head_lr=3e-3, batch_size=16,
+                                         patience=15, seed=3, contrast_per_record=0),
+                dev_records=dev_records, label_range=(1, 5), judge="synthetic order", rubric="quality")
     return model, out
 
 
@@ -66,12 +66,12 @@ def trained(train_records, dev_records, tmp_path_factory):
 def tiny_trained(train_records, dev_records, tmp_path_factory, tiny_encoder):
     """The same training as ``trained`` on the tiny RANDOM encoder (fast tier): for tests of the saved
     folder, scoring and the metric card, which do not depend on what the encoder knows."""
-    from csem.model import ModelConfig, TrainConfig, train
+    from csem.model import ModelConfig, TrainConfig, fit
 
     out = tmp_path_factory.mktemp("tiny_model") / "student"
-    model = train(train_records, "judge.quality", "ref-free", out_dir=out,
-                  config=ModelConfig(name="tiny", encoder=str(tiny_encoder), **SMALL),
-                  train_config=TrainConfig(max_epochs=3, frozen_epochs=3, head_lr=3e-3, batch_size=16,
-                                           patience=3, seed=3),
-                  dev_records=dev_records, label_range=(1, 5), judge="synthetic order", rubric="quality")
+    model = fit(train_records, "judge.quality", "ref-free", out_dir=out,
+                config=ModelConfig(name="tiny", encoder=str(tiny_encoder), **SMALL),
+                train_config=TrainConfig(max_epochs=3, frozen_epochs=3, head_lr=3e-3, batch_size=16,
+                                         patience=3, seed=3),
+                dev_records=dev_records, label_range=(1, 5), judge="synthetic order", rubric="quality")
     return model, out

@@ -118,13 +118,13 @@ def gated_student(shared_data, tmp_path_factory, small_model):
     layer and one epoch) on real SummEval system summaries with their expert ratings as labels."""
     from synthetic_records import summeval_system_records
 
-    from csem.model import ModelConfig, TrainConfig, train
+    from csem.model import ModelConfig, TrainConfig, fit
 
     recs = summeval_system_records(shared_data, range(0, 12))
     out = tmp_path_factory.mktemp("gated") / "student"
-    model = train(recs, "human.coherence", "ref-free", out_dir=out, config=ModelConfig(name="g", **small_model),
-                  train_config=TrainConfig(max_epochs=1, train_layers=1, seed=4, contrast_per_record=0),
-                  label_range=(1, 5))
+    model = fit(recs, "human.coherence", "ref-free", out_dir=out, config=ModelConfig(name="g", **small_model),
+                train_config=TrainConfig(max_epochs=1, train_layers=1, seed=4, contrast_per_record=0),
+                label_range=(1, 5))
     return model, out, summeval_system_records(shared_data, range(40, 52))
 
 

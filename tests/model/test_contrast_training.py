@@ -1,4 +1,4 @@
-"""Contrast pretraining (csem.model.contrast + train(contrast=...)): pair plumbing on the tiny random
+"""Contrast pretraining (csem.model.contrast + fit(contrast=...)): pair plumbing on the tiny random
 encoder (fast tier), and bounded scores."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from csem.data.contrasts import make_pairs
-from csem.model import ModelConfig, TrainConfig, train
+from csem.model import ModelConfig, TrainConfig, fit
 from csem.model.config import LabelSpec
 from csem.model.contrast import PairBatchSampler, contrast_training
 from csem.model.module import bounded
@@ -66,8 +66,8 @@ def test_contrast_pretraining_then_labels_ranks_perturbed_texts_lower(tiny_encod
     cfg = ModelConfig(name="t", encoder=str(tiny_encoder), **SMALL)
     tc = TrainConfig(max_epochs=1, lr=1e-2, head_lr=1e-2, batch_size=16, seed=1, contrast_epochs=3,
                      contrast_mix=0.5, contrast_pairs_per_batch=8)
-    model = train(train_records, "judge.quality", "ref-free", config=cfg, train_config=tc, label_range=(1, 5),
-                  contrast=pairs)
+    model = fit(train_records, "judge.quality", "ref-free", config=cfg, train_config=tc, label_range=(1, 5),
+                contrast=pairs)
     card = model.card["contrast"]
     assert card["pairs"] == len(pairs) and card["epochs"] == 3 and card["mix"] == 0.5
     better = [{"id": f"b{i}", "source": p["source"], "candidate": p["candidate_a"]} for i, p in enumerate(pairs)]
@@ -81,7 +81,7 @@ def test_contrast_pretraining_then_labels_ranks_perturbed_texts_lower(tiny_encod
 
 
 def test_train_cli_contrast_file_and_auto_pairs(tiny_encoder, train_records, tmp_path):
-    """`csem train --contrast PAIRS` (a `csem contrasts` file) and `--contrast-per-record N` (pairs made
+    """`csem train --contrast PAIRS` (a `csem contrasts` file) and `--set train.contrast_per_record=N` (pairs made
     from the training rows) record the pretraining in the metric card; a pairs file naming no aspect of
     the labels is a one-line error, exit 2."""
     import json
@@ -95,31 +95,35 @@ def test_train_cli_contrast_file_and_auto_pairs(tiny_encoder, train_records, tmp
     data = write_records(train_records, tmp_path / "labelled.jsonl")
     pairs = make_pairs(train_records, aspects=["fluency"], per_record=1, seed=0)
     write_records([dict(p, aspect="quality") for p in pairs], tmp_path / "pairs.jsonl")
-    common = ["train", "--data", str(data), "--label-col", "judge.quality", "--epochs", "1", "--hidden-sizes", "16",
-              "--max-length", "32", "--threads", "1", "--encoder", str(tiny_encoder), "--label-range", "1,5"]
+    common = ["train", "--data", str(data), "--label-col", "judge.quality", "--epochs", "1",
+              "--set", "model.hidden_sizes=[16]", "--set", "model.max_length=32", "--set", "train.num_threads=1",
+              "--encoder", str(tiny_encoder), "--label-range", "1,5"]
     res = CliRunner().invoke(app, common + ["--out", str(tmp_path / "m"), "--contrast", str(tmp_path / "pairs.jsonl"),
-                                            "--contrast-epochs", "1"])
+                                            "--set", "train.contrast_epochs=1"])
     assert res.exit_code == 0, res.output
     card = json.loads((tmp_path / "m" / "metric_card.json").read_text())
     assert card["contrast"]["pairs"] == len(pairs) and card["contrast"]["epochs"] == 1
     assert card["acceptability"]["accepted"] >= len(train_records)  # the gate is on by default
-    res = CliRunner().invoke(app, common + ["--out", str(tmp_path / "nogate"), "--contrast-per-record", "0",
-                                            "--no-acceptability-gate"])
+    res = CliRunner().invoke(app, common + ["--out", str(tmp_path / "nogate"), "--set", "train.contrast_per_record=0",
+                                            "--set", "model.acceptability_gate=false"])
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "nogate" / "config.json").read_text())["acceptability_gate"] is False
     assert "acceptability" not in json.loads((tmp_path / "nogate" / "metric_card.json").read_text())
-    res = CliRunner().invoke(app, common + ["--out", str(tmp_path / "auto"), "--contrast-per-record", "1",
-                                            "--contrast-epochs", "1", "--contrast-specificity", "2"])
+    res = CliRunner().invoke(app, common + ["--out", str(tmp_path / "auto"), "--set", "train.contrast_per_record=1",
+                                            "--set", "train.contrast_epochs=1"])
     assert res.exit_code == 0, res.output
     auto = json.loads((tmp_path / "auto" / "metric_card.json").read_text())["contrast"]
     assert auto["pairs"] >= len(train_records)  # an 'overall' aspect gets every family's pairs
-    assert auto["specificity"] == 2.0 and card["contrast"]["specificity"] == 0.0
-    res = CliRunner().invoke(app, common + ["--out", str(tmp_path / "few"), "--contrast-per-record", "1",
-                                            "--contrast-epochs", "1", "--contrast-max-pairs", "3"])
+    # the aspect-specificity term lost its measurement and left the surface: naming it is a usage error
+    res = CliRunner().invoke(app, common + ["--out", str(tmp_path / "spec"), "--set", "train.contrast_specificity=2"])
+    assert res.exit_code == 2 and "'train.contrast_specificity' is not a setting" in res.output
+    res = CliRunner().invoke(app, common + ["--out", str(tmp_path / "few"), "--set", "train.contrast_per_record=1",
+                                            "--set", "train.contrast_epochs=1", "--set",
+                                            "train.contrast_max_pairs=3"])
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "few" / "metric_card.json").read_text())["contrast"]["pairs"] == 3
-    res = CliRunner().invoke(app, common + ["--out", str(tmp_path / "none"), "--contrast-max-pairs", "0"])
-    assert res.exit_code == 2 and "contrast_max_pairs: Input should be greater than or equal to 1" in res.output
+    res = CliRunner().invoke(app, common + ["--out", str(tmp_path / "none"), "--set", "train.contrast_max_pairs=0"])
+    assert res.exit_code == 2 and "train.contrast_max_pairs = 0: Input should be greater than or equal to 1" in res.output
     write_records([dict(p, aspect="style") for p in pairs], tmp_path / "bad.jsonl")
     res = CliRunner().invoke(app, common + ["--out", str(tmp_path / "bad"), "--contrast", str(tmp_path / "bad.jsonl")])
     assert res.exit_code == 2 and "no pair names one of the model's aspects" in res.output
@@ -127,7 +131,7 @@ def test_train_cli_contrast_file_and_auto_pairs(tiny_encoder, train_records, tmp
     del rows[1]["candidate_b"]
     write_records(rows, tmp_path / "textless.jsonl")
     res = CliRunner().invoke(app, common + ["--out", str(tmp_path / "t"), "--contrast", str(tmp_path / "textless.jsonl")])
-    assert res.exit_code == 2 and f"{tmp_path / 'textless.jsonl'}: row 2 lacks candidate_a or candidate_b" in res.output
+    assert res.exit_code == 2 and f"{tmp_path / 'textless.jsonl'}: row 2 lacks candidate_b" in res.output
 
 
 def test_auto_pairs_cover_the_aspects_and_respect_the_cap(train_records):

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from csem.data.records import read_records, write_records
-from csem.model import EvaluationModel, ModelFolderError, TrainingDataError, train
+from csem.model import EvaluationModel, ModelFolderError, TrainingDataError, fit
 from csem.model.validation import check_training_data
 
 
@@ -75,7 +75,7 @@ def test_train_rejects_bad_dev_data_before_training():
     for r in dev:
         del r["judge.coherence"]
     with pytest.raises(TrainingDataError, match="dev data"):
-        train(_recs(), "judge.coherence", "ref-free", dev_records=dev)
+        fit(_recs(), "judge.coherence", "ref-free", dev_records=dev)
 
 
 def test_loading_a_broken_folder(tmp_path):
@@ -100,9 +100,11 @@ def test_cli_train_and_score_end_to_end(cli, tmp_path, train_records, test_recor
     write_records(test_records, test)
     runner = CliRunner()
     res = runner.invoke(cli, ["train", "--data", str(data), "--label-col", "judge.quality", "--mode", "ref-free",
-                              "--dev", str(dev), "--out", str(out), "--epochs", "2", "--frozen-epochs", "2",
-                              "--head-lr", "3e-3", "--hidden-sizes", "64", "--max-length", "40",
-                              "--label-range", "1,5", "--judge", "synthetic", "--name", "tiny", "--threads", "1",
+                              "--dev", str(dev), "--out", str(out), "--epochs", "2", "--set", "train.frozen_epochs=2",
+                              "--set", "train.head_lr=3e-3", "--set", "model.hidden_sizes=[64]", "--set",
+                              "model.max_length=40",
+                              "--label-range", "1,5", "--judge", "synthetic", "--set", "model.name=tiny", "--set",
+                              "train.num_threads=1",
                               "--encoder", str(tiny_encoder)])
     assert res.exit_code == 0, res.output
     assert "wrote" in res.output and "dev kendall" in res.output
@@ -127,8 +129,9 @@ def test_cli_train_takes_scale_and_judge_from_the_annotate_sidecar(cli, tmp_path
         "judge": "llama-cpp:smollm2", "mode": "probs", "rubrics": ["csem/summ-coherence-ref-free"],
         "columns": {"judge.quality": {"rubric": "csem/summ-coherence-ref-free", "aspect": "quality", "scale": [0, 10]}}}))
     res = CliRunner().invoke(cli, ["train", "--data", str(data), "--label-col", "judge.quality", "--out", str(out),
-                                   "--epochs", "1", "--frozen-epochs", "1", "--hidden-sizes", "16", "--max-length", "32",
-                                   "--threads", "1", "--encoder", str(tiny_encoder)])
+                                   "--epochs", "1", "--set", "train.frozen_epochs=1", "--set",
+                                   "model.hidden_sizes=[16]", "--set", "model.max_length=32",
+                                   "--set", "train.num_threads=1", "--encoder", str(tiny_encoder)])
     assert res.exit_code == 0, res.output
     assert "judge.quality 0-10" in res.output
     card = json.loads((out / "metric_card.json").read_text())
@@ -153,13 +156,14 @@ def test_train_feature_set_option(cli, tiny_encoder, train_records, tmp_path):
     """`--feature-set overlap` trains the linear overlap set; an unknown set is a one-line error, exit 2."""
     data = tmp_path / "labelled.jsonl"
     write_records(train_records, data)
-    common = ["train", "--data", str(data), "--label-col", "judge.quality", "--epochs", "1", "--hidden-sizes", "16",
-              "--max-length", "32", "--threads", "1", "--encoder", str(tiny_encoder), "--label-range", "1,5"]
-    res = CliRunner().invoke(cli, common + ["--out", str(tmp_path / "m"), "--feature-set", "overlap"])
+    common = ["train", "--data", str(data), "--label-col", "judge.quality", "--epochs", "1", "--set", "model.hidden_sizes=[16]",
+              "--set", "model.max_length=32", "--set", "train.num_threads=1", "--encoder", str(tiny_encoder),
+              "--label-range", "1,5"]
+    res = CliRunner().invoke(cli, common + ["--out", str(tmp_path / "m"), "--set", "model.feature_set=overlap"])
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "m" / "config.json").read_text())["feature_set"] == "overlap"
-    res = CliRunner().invoke(cli, common + ["--out", str(tmp_path / "n"), "--feature-set", "novelty"])
+    res = CliRunner().invoke(cli, common + ["--out", str(tmp_path / "n"), "--set", "model.feature_set=novelty"])
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "n" / "config.json").read_text())["feature_set"] == "novelty"
-    res = CliRunner().invoke(cli, common + ["--out", str(tmp_path / "bad"), "--feature-set", "bogus"])
+    res = CliRunner().invoke(cli, common + ["--out", str(tmp_path / "bad"), "--set", "model.feature_set=bogus"])
     assert res.exit_code == 2 and "feature_set" in res.output and "Traceback" not in res.output

@@ -31,8 +31,9 @@ def _cli():
     return app
 
 
-ARGS = ["--label-col", "judge.quality", "--mode", "ref-free", "--epochs", "1", "--frozen-epochs", "1",
-        "--hidden-sizes", "16", "--max-length", "16", "--label-range", "1,5", "--threads", "1"]
+ARGS = ["--label-col", "judge.quality", "--mode", "ref-free", "--epochs", "1", "--set", "train.frozen_epochs=1",
+        "--set", "model.hidden_sizes=[16]", "--set", "model.max_length=16", "--label-range", "1,5",
+        "--set", "train.num_threads=1"]
 
 
 def test_non_numeric_label_is_an_error_naming_file_line_column(tmp_path, train_records):

@@ -114,8 +114,10 @@ def test_cli_train_with_two_judges_zscore_mean(cli, tmp_path, train_records, tes
     write_records(test_records, test)
     runner = CliRunner()
     res = runner.invoke(cli, ["train", "--data", str(data), "--label-col", "judge.quality@fine+judge.quality@coarse",
-                              "--normalise", "zscore", "--out", str(out), "--epochs", "8", "--frozen-epochs", "8",
-                              "--head-lr", "3e-3", "--hidden-sizes", "64", "--max-length", "40", "--threads", "1"])
+                              "--normalise", "zscore", "--out", str(out), "--epochs", "8", "--set",
+                              "train.frozen_epochs=8",
+                              "--set", "train.head_lr=3e-3", "--set", "model.hidden_sizes=[64]", "--set",
+                              "model.max_length=40", "--set", "train.num_threads=1"])
     assert res.exit_code == 0, res.output
     card = json.loads((out / "metric_card.json").read_text())
     assert card["labels"]["normalise"] == "zscore" and card["aspects"][0]["column"] == "judge.quality"
@@ -141,8 +143,9 @@ def test_cli_train_long_file_separate_heads(cli, tmp_path, train_records, test_r
     runner = CliRunner()
     res = runner.invoke(cli, ["train", "--data", str(data), "--label-col", "judge.quality", "--judge-col", "judge_name",
                               "--normalise", "rank", "--combine", "heads", "--out", str(out), "--epochs", "8",
-                              "--frozen-epochs", "8", "--head-lr", "3e-3", "--hidden-sizes", "64", "--max-length", "40",
-                              "--threads", "1", "--encoder", str(tiny_encoder)])
+                              "--set", "train.frozen_epochs=8", "--set", "train.head_lr=3e-3", "--set",
+                              "model.hidden_sizes=[64]", "--set", "model.max_length=40",
+                              "--set", "train.num_threads=1", "--encoder", str(tiny_encoder)])
     assert res.exit_code == 0, res.output
     assert "2 judges in 'judge_name': fine, coarse" in res.output
     card = json.loads((out / "metric_card.json").read_text())

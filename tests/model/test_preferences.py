@@ -29,32 +29,21 @@ def test_preference_loss_is_eq3_with_soft_targets():
     assert preference_loss(torch.zeros(0), torch.zeros(0), torch.zeros(0)).item() == 0.0
 
 
-def test_specificity_term_prefers_the_pairs_own_head():
-    """The aspect-specificity term (PreferenceTable.loss, specificity > 0): for a pair of aspect x it adds
-    -log sigmoid(m_x - max(m_g, 0)) over the other heads g, so the gradient widens the own head's margin,
-    narrows another head's positive margin and leaves a head that already prefers the worse text alone."""
+def test_pair_loss_is_eq3_on_the_pairs_own_head():
+    """PreferenceTable.loss is Eq. 3 (-log sigmoid(s_a - s_b)) on the head of the pair's aspect only."""
     from csem.model.config import LabelSpec
-    from csem.model.preferences import PreferenceTable
+    from csem.model.pairs import PreferenceTable
 
     specs = [LabelSpec(column=f"judge.{a}", aspect=a, min=0.0, max=1.0) for a in ("coherence", "fluency", "relevance")]
     table = PreferenceTable([("a", "b", 0, 1.0)], specs)
     # margins m = s(a) - s(b): coherence 0.1, fluency 0.3, relevance -0.2
     score = torch.tensor([[0.6, 0.8, 0.3], [0.5, 0.5, 0.5]], requires_grad=True)
-    base = table.loss(score, ["a", "b"])
-    assert base.item() == pytest.approx(-math.log(1 / (1 + math.exp(-0.1))), rel=1e-5)
-    table.specificity = 2.0
     loss = table.loss(score, ["a", "b"])
-    # other heads: fluency margin 0.3, relevance margin clamped to 0
-    spec = (-math.log(1 / (1 + math.exp(-(0.1 - 0.3)))) - math.log(1 / (1 + math.exp(-0.1)))) / 2
-    assert loss.item() == pytest.approx(base.item() + 2.0 * spec, rel=1e-5)
+    assert loss.item() == pytest.approx(-math.log(1 / (1 + math.exp(-0.1))), rel=1e-5)
     loss.backward()
-    g = score.grad
-    assert g[0, 0] < 0 < g[1, 0]  # descent widens the coherence margin
-    assert g[0, 1] > 0 > g[1, 1]  # ... narrows fluency's
-    assert g[0, 2] == 0 and g[1, 2] == 0  # relevance already prefers b: not pushed further
-    # one aspect: no other head, no term
-    one = PreferenceTable([("a", "b", 0, 1.0)], specs[:1], specificity=2.0)
-    assert one.loss(score[:, :1], ["a", "b"]).item() == pytest.approx(base.item(), rel=1e-5)
+    assert score.grad[0, 0] < 0 < score.grad[1, 0]  # descent widens the coherence margin
+    assert not score.grad[:, 1:].any()  # the other heads are not touched
+    assert table.loss(score, ["a", "c"]).item() == 0.0  # b is not in the batch: no pair
 
 
 def _pairs(records):
@@ -93,12 +82,11 @@ def test_pairs_to_training_and_its_errors(train_records):
 @pytest.mark.slow  # MiniLM: checks that the order is learnt
 @pytest.mark.slow
 def test_train_on_pairs_learns_the_order(train_records, test_records, small_model):
-    from csem.model import ModelConfig, TrainConfig, train
+    from csem.model import ModelConfig, TrainConfig, fit
 
-    recs, table = pairs_to_training(_pairs(train_records), "judge.quality")
-    model = train(recs, "judge.quality", "ref-free", config=ModelConfig(name="pw", **small_model),
-                  train_config=TrainConfig(max_epochs=10, frozen_epochs=10, head_lr=3e-3, batch_size=16, seed=3),
-                  preferences=table)
+    model = fit(_pairs(train_records), "judge.quality", "ref-free", config=ModelConfig(name="pw", **small_model),
+                train_config=TrainConfig(max_epochs=10, frozen_epochs=10, head_lr=3e-3, batch_size=16, seed=3),
+                pairs=True)
     assert model.config.loss == "pairwise"
     scored = model.predict(test_records).records
     mean = lambda kind: sum(r["metric.pw.quality"] for r in scored if r["system_id"] == kind) / 12  # noqa: E731
@@ -113,8 +101,10 @@ def test_cli_train_pairs(tmp_path, train_records, tiny_encoder):
     data, out = tmp_path / "pairs.jsonl", tmp_path / "m"
     write_records(_pairs(train_records), data)
     res = CliRunner().invoke(app, ["train", "--data", str(data), "--pairs", "--label-col", "judge.quality", "--out",
-                                   str(out), "--epochs", "2", "--frozen-epochs", "2", "--hidden-sizes", "32",
-                                   "--max-length", "32", "--threads", "1", "--encoder", str(tiny_encoder)])
+                                   str(out), "--epochs", "2", "--set", "train.frozen_epochs=2", "--set",
+                                   "model.hidden_sizes=[32]",
+                                   "--set", "model.max_length=32", "--set", "train.num_threads=1", "--encoder",
+                                   str(tiny_encoder)])
     assert res.exit_code == 0, res.output
     assert f"{len(_pairs(train_records))} judged pairs of {len(train_records)} candidates" in res.output
     card = json.loads((out / "metric_card.json").read_text())

@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from csem.model import EvaluationModel, ModelConfig, TrainConfig, train
+from csem.model import EvaluationModel, ModelConfig, TrainConfig, fit
 from csem.model.evaluation_model import ModelFolderError
 from csem.model.scoring import model_fingerprint
 
@@ -29,8 +29,8 @@ def _scores(model, records):
 def ensemble(tiny_encoder, train_records, tmp_path_factory):
     out = tmp_path_factory.mktemp("ens") / "student"
     cfg = ModelConfig(name="e", encoder=str(tiny_encoder), members=3, **SMALL)
-    model = train(train_records, "judge.quality", "ref-free", out_dir=out, config=cfg,
-                  train_config=TrainConfig(seed=5, **TC), label_range=(1, 5))
+    model = fit(train_records, "judge.quality", "ref-free", out_dir=out, config=cfg,
+                train_config=TrainConfig(seed=5, **TC), label_range=(1, 5))
     return model, out
 
 
@@ -40,8 +40,8 @@ def test_members_are_the_single_seed_students_and_the_score_is_their_mean(ensemb
     assert model.config.members == 3 and len(model.members) == 3
     assert [m["seed"] for m in model.card["members"]] == [5, 6, 7]
     cfg = ModelConfig(name="e", encoder=str(tiny_encoder), **SMALL)
-    singles = [train(train_records, "judge.quality", "ref-free", config=cfg,
-                     train_config=TrainConfig(seed=s, **TC), label_range=(1, 5)) for s in (5, 6, 7)]
+    singles = [fit(train_records, "judge.quality", "ref-free", config=cfg,
+                   train_config=TrainConfig(seed=s, **TC), label_range=(1, 5)) for s in (5, 6, 7)]
     single_scores = [_scores(s, test_records) for s in singles]
     for i, own in enumerate(single_scores):  # member i is exactly the student seed 5 + i gives alone
         assert _scores(model.member(i), test_records) == pytest.approx(own, abs=1e-6)
@@ -102,9 +102,9 @@ def test_ensemble_mc_dropout_std_is_the_total_deviation(ensemble, test_records):
 
 def test_members_must_share_a_config(ensemble, tiny_encoder, train_records):
     model, _ = ensemble
-    other = train(train_records, "judge.quality", "ref-free",
-                  config=ModelConfig(name="e", encoder=str(tiny_encoder), max_length=40, hidden_sizes=[16]),
-                  train_config=TrainConfig(seed=1, **TC), label_range=(1, 5))
+    other = fit(train_records, "judge.quality", "ref-free",
+                config=ModelConfig(name="e", encoder=str(tiny_encoder), max_length=40, hidden_sizes=[16]),
+                train_config=TrainConfig(seed=1, **TC), label_range=(1, 5))
     with pytest.raises(ValueError, match="share one config"):
         EvaluationModel.ensemble([model.member(0), other])
 
@@ -118,7 +118,8 @@ def test_csem_train_members_then_csem_score(tiny_encoder, train_records, test_re
     _load_commands()
     data = write_records(train_records, tmp_path / "labelled.jsonl")
     res = CliRunner().invoke(app, ["train", "--data", str(data), "--label-col", "judge.quality", "--epochs", "1",
-                                   "--hidden-sizes", "16", "--max-length", "32", "--threads", "1", "--encoder",
+                                   "--set", "model.hidden_sizes=[16]", "--set", "model.max_length=32", "--set",
+                                   "train.num_threads=1", "--encoder",
                                    str(tiny_encoder), "--label-range", "1,5", "--members", "2", "--seed", "3",
                                    "--out", str(tmp_path / "m")])
     assert res.exit_code == 0, res.output

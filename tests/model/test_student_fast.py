@@ -15,7 +15,7 @@ import sys
 import pytest
 import torch
 
-from csem.model import ModelConfig, TrainConfig, train
+from csem.model import ModelConfig, TrainConfig, fit
 from csem.model.cv import Recipe, cross_validate, grouped_folds
 from csem.model.encoder import build_encoder
 
@@ -59,14 +59,16 @@ def test_train_layers_leaves_lower_layers_untouched(tiny_encoder, train_records)
     cfg = ModelConfig(name="t", encoder=str(tiny_encoder), **SMALL)
     tc = TrainConfig(max_epochs=2, frozen_epochs=0, lr=1e-2, head_lr=1e-2, batch_size=16, train_layers=1, seed=1)
     before = build_encoder("hf", str(tiny_encoder), "mean").model.state_dict()
-    model = train(train_records, "judge.quality", "ref-free", config=cfg, train_config=tc, label_range=(1, 5))
+    model = fit(train_records, "judge.quality", "ref-free", config=cfg, train_config=tc, label_range=(1, 5))
     after = model.module.encoder.model.state_dict()
     lower = [k for k in after if k.startswith("embeddings.") or ".layer.0." in k]
     upper = [k for k in after if ".layer.1." in k]
     assert lower and upper
     assert all(torch.equal(before[k], after[k]) for k in lower)
     assert any(not torch.equal(before[k], after[k]) for k in upper)
-    assert model.module.split_layer == 0 and not model.module._lower_cache  # released after training
+    assert model.module.split_layer == 0  # the whole encoder runs again after training
+    # no run state is parked on the module (the token-state cache and the rows live in the run's state)
+    assert not {"_lower_cache", "dev_records", "preferences", "contrast_batches", "history"} & set(vars(model.module))
     assert all(p.requires_grad for p in model.module.encoder.parameters())
     assert model.card["training"]["epochs_run"] == 2  # counted without a dev set too (no validation history)
 
@@ -74,8 +76,8 @@ def test_train_layers_leaves_lower_layers_untouched(tiny_encoder, train_records)
 def test_train_layers_out_of_range(tiny_encoder, train_records):
     cfg = ModelConfig(name="t", encoder=str(tiny_encoder), **SMALL)
     with pytest.raises(ValueError, match="train_layers"):
-        train(train_records, "judge.quality", "ref-free", config=cfg,
-              train_config=TrainConfig(max_epochs=1, train_layers=5), label_range=(1, 5))
+        fit(train_records, "judge.quality", "ref-free", config=cfg,
+            train_config=TrainConfig(max_epochs=1, train_layers=5), label_range=(1, 5))
 
 
 @pytest.mark.parametrize("mode", ["ref-free", "ref-based"])
@@ -84,8 +86,8 @@ def test_unified_cross_encoder_round_trip(tiny_encoder, train_records, test_reco
 
     cfg = ModelConfig(name="u", encoder=str(tiny_encoder), architecture="unified", **SMALL)
     tc = TrainConfig(max_epochs=2, frozen_epochs=0, lr=1e-3, head_lr=1e-3, batch_size=16, train_layers=1, seed=2)
-    model = train(train_records, "judge.quality", mode, out_dir=tmp_path / "u", config=cfg, train_config=tc,
-                  label_range=(1, 5))
+    model = fit(train_records, "judge.quality", mode, out_dir=tmp_path / "u", config=cfg, train_config=tc,
+                label_range=(1, 5))
     direct = _by_id(model.predict(test_records, precision="fp32"), "quality")
     loaded = EvaluationModel.load(tmp_path / "u")
     assert loaded.config.architecture == "unified"
@@ -149,9 +151,11 @@ def test_ddp_two_cpu_processes(tiny_encoder, train_records, test_records, tmp_pa
     out = tmp_path / "ddp-model"
     env = dict(os.environ, CSEM_DEBUG="1", OMP_NUM_THREADS="1")
     cmd = [sys.executable, "-m", "csem", "train", "--data", str(data), "--label-col", "judge.quality",
-           "--label-range", "1,5", "--out", str(out), "--encoder", str(tiny_encoder), "--max-length", "40",
-           "--hidden-sizes", "16", "--epochs", "2", "--frozen-epochs", "0", "--batch-size", "8",
-           "--accelerator", "cpu", "--devices", "2", "--strategy", "ddp", "--threads", "1"]
+           "--label-range", "1,5", "--out", str(out), "--encoder", str(tiny_encoder), "--set", "model.max_length=40",
+           "--set", "model.hidden_sizes=[16]", "--epochs", "2", "--set", "train.frozen_epochs=0", "--set",
+           "train.batch_size=8",
+           "--set", "train.accelerator=cpu", "--set", "train.devices=2", "--set", "train.strategy=ddp", "--set",
+           "train.num_threads=1"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("wrote ") == 1  # only rank 0 writes and reports
@@ -170,11 +174,11 @@ def test_bad_architecture_is_one_line_exit_2(tmp_path):
     data = tmp_path / "t.jsonl"
     data.write_text('{"id": "a", "source": "s", "candidate": "c", "judge.q": 3}\n', encoding="utf-8")
     res = subprocess.run([sys.executable, "-m", "csem", "train", "--data", str(data), "--label-col", "judge.q",
-                          "--out", str(tmp_path / "m"), "--architecture", "bogus"],
+                          "--out", str(tmp_path / "m"), "--set", "model.architecture=bogus"],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 2
     assert [ln for ln in res.stderr.splitlines() if ln.strip()] == [
-        "csem: error: invalid ModelConfig settings: architecture: Input should be 'bi-encoder' or 'unified'"]
+        "csem: error: options: model.architecture = 'bogus': Input should be 'bi-encoder' or 'unified'"]
     assert not (tmp_path / "m").exists()
 
 
@@ -243,8 +247,8 @@ def test_lexical_prefit_fits_the_features_and_is_saved(tiny_encoder, train_recor
     with torch.no_grad():
         out = module.head_outputs(module.embed(batch), batch)[:, 0, 0]
     assert float(((out - y) ** 2).mean()) < 0.5 * float(y.var(unbiased=False))
-    model = train(train_records, "judge.quality", "ref-free", out_dir=tmp_path / "lex", config=cfg,
-                  train_config=TrainConfig(max_epochs=1, train_layers=1, seed=2), label_range=(1, 5))
+    model = fit(train_records, "judge.quality", "ref-free", out_dir=tmp_path / "lex", config=cfg,
+                train_config=TrainConfig(max_epochs=1, train_layers=1, seed=2), label_range=(1, 5))
     loaded = EvaluationModel.load(tmp_path / "lex")
     assert loaded.config.feature_set == "lexical" and not torch.all(loaded.module.lex_std == 1)
     a = _col(model.predict(test_records, precision="fp32"), "quality")
@@ -264,8 +268,8 @@ def test_overlap_features_model_round_trip(tiny_encoder, train_records, test_rec
 
     cfg = ModelConfig(name="o", encoder=str(tiny_encoder), overlap_features=True, feature_set=feature_set, **SMALL)
     tc = TrainConfig(max_epochs=2, lr=1e-3, head_lr=1e-3, batch_size=16, train_layers=1, seed=2)
-    model = train(train_records, "judge.quality", mode, out_dir=tmp_path / "o", config=cfg, train_config=tc,
-                  label_range=(1, 5))
+    model = fit(train_records, "judge.quality", mode, out_dir=tmp_path / "o", config=cfg, train_config=tc,
+                label_range=(1, 5))
     direct = _by_id(model.predict(test_records, precision="fp32"), "quality")
     loaded = EvaluationModel.load(tmp_path / "o")
     assert loaded.config.overlap_features
@@ -296,8 +300,8 @@ def test_folder_without_feature_set_loads_the_overlap_set(tiny_encoder, train_re
     from csem.model import EvaluationModel
 
     cfg = ModelConfig(name="v1", encoder=str(tiny_encoder), feature_set="overlap", **SMALL)
-    model = train(train_records, "judge.quality", "ref-free", out_dir=tmp_path / "v1", config=cfg,
-                  train_config=TrainConfig(max_epochs=1, train_layers=1, seed=2), label_range=(1, 5))
+    model = fit(train_records, "judge.quality", "ref-free", out_dir=tmp_path / "v1", config=cfg,
+                train_config=TrainConfig(max_epochs=1, train_layers=1, seed=2), label_range=(1, 5))
     raw = json.loads((tmp_path / "v1" / "config.json").read_text())
     raw.pop("feature_set")
     raw.pop("feature_hidden")
@@ -317,8 +321,8 @@ def test_folder_without_overlap_field_loads_without_features(tiny_encoder, train
     from csem.model import EvaluationModel
 
     cfg = ModelConfig(name="old", encoder=str(tiny_encoder), overlap_features=False, **SMALL)
-    model = train(train_records, "judge.quality", "ref-free", out_dir=tmp_path / "old", config=cfg,
-                  train_config=TrainConfig(max_epochs=1, train_layers=1, seed=2), label_range=(1, 5))
+    model = fit(train_records, "judge.quality", "ref-free", out_dir=tmp_path / "old", config=cfg,
+                train_config=TrainConfig(max_epochs=1, train_layers=1, seed=2), label_range=(1, 5))
     raw = json.loads((tmp_path / "old" / "config.json").read_text())
     raw.pop("overlap_features")
     (tmp_path / "old" / "config.json").write_text(json.dumps(raw))

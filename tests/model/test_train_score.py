@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from csem.meta.correlation import correlate
-from csem.model import EvaluationModel, ModelConfig, TrainConfig, train
+from csem.model import EvaluationModel, ModelConfig, TrainConfig, fit
 from csem.model.card import data_hash
 from csem.model.module import EvaluationModule
 
@@ -136,10 +136,10 @@ def test_metric_card(tiny_trained, train_records):
 
 
 def _tiny_finetune(records, seed, encoder, **kw):
-    return train(records, "judge.quality", kw.pop("mode", "ref-free"),
-                 config=ModelConfig(**{**SMALL, "max_length": 24, "encoder": str(encoder), **kw}),
-                 train_config=TrainConfig(max_epochs=1, frozen_epochs=0, batch_size=8, seed=seed, num_threads=1),
-                 label_range=(1, 5))
+    return fit(records, "judge.quality", kw.pop("mode", "ref-free"),
+               config=ModelConfig(**{**SMALL, "max_length": 24, "encoder": str(encoder), **kw}),
+               train_config=TrainConfig(max_epochs=1, frozen_epochs=0, batch_size=8, seed=seed, num_threads=1),
+               label_range=(1, 5))
 
 
 def test_same_seed_same_weights_on_cpu(train_records, tiny_encoder):
@@ -200,10 +200,10 @@ def test_half_precision_checkpoint_trains_in_fp32(tmp_path, train_records, tiny_
             shutil.copy(f, tmp_path / f.name)
     save_file({k: v.half().contiguous() for k, v in load_file(str(src / "model.safetensors")).items()},
               str(tmp_path / "model.safetensors"))
-    m = train(train_records[:16], "judge.quality", "ref-free",
-              config=ModelConfig(**{**SMALL, "encoder": str(tmp_path), "max_length": 24}),
-              train_config=TrainConfig(max_epochs=1, frozen_epochs=0, batch_size=8, seed=3, num_threads=1),
-              label_range=(1, 5))
+    m = fit(train_records[:16], "judge.quality", "ref-free",
+            config=ModelConfig(**{**SMALL, "encoder": str(tmp_path), "max_length": 24}),
+            train_config=TrainConfig(max_epochs=1, frozen_epochs=0, batch_size=8, seed=3, num_threads=1),
+            label_range=(1, 5))
     params = dict(m.module.named_parameters())
     assert all(p.dtype == torch.float32 for p in params.values())
     assert all(torch.isfinite(p).all() for p in params.values())

@@ -13,7 +13,7 @@ import torch
 from typer.testing import CliRunner
 
 from csem.data.records import write_records
-from csem.model import EvaluationModel, ModelConfig, TrainConfig, train
+from csem.model import EvaluationModel, ModelConfig, TrainConfig, fit
 from csem.model.module import EvaluationModule
 
 SMALL = dict(max_length=40, hidden_sizes=[32], dropout=0.0, acceptability_gate=False)
@@ -25,9 +25,9 @@ TC = dict(lr=1e-2, head_lr=1e-2, batch_size=16, train_layers=1, feature_prefit_s
 def initial(tiny_encoder, train_records, tmp_path_factory):
     """A one-aspect student ('quality') trained and saved."""
     out = tmp_path_factory.mktemp("init") / "student"
-    train(train_records, "judge.quality", "ref-free", out_dir=out,
-          config=ModelConfig(name="t", encoder=str(tiny_encoder), **SMALL), train_config=TrainConfig(**TC),
-          label_range=(1, 5), judge="synthetic order", rubric="quality")
+    fit(train_records, "judge.quality", "ref-free", out_dir=out,
+        config=ModelConfig(name="t", encoder=str(tiny_encoder), **SMALL), train_config=TrainConfig(**TC),
+        label_range=(1, 5), judge="synthetic order", rubric="quality")
     return out
 
 
@@ -72,10 +72,10 @@ def test_train_from_init_starts_there_and_records_it(tiny_encoder, train_records
     start = EvaluationModel.load(initial)
     cfg = ModelConfig(name="t", encoder=str(tiny_encoder), **SMALL)
     frozen = {**TC, "max_epochs": 1, "train_layers": 0}
-    warm = train(train_records, "judge.quality", "ref-free", config=cfg,
-                 train_config=TrainConfig(**frozen, init=str(initial)), label_range=(1, 5))
-    cold = train(train_records, "judge.quality", "ref-free", config=cfg, train_config=TrainConfig(**frozen),
-                 label_range=(1, 5))
+    warm = fit(train_records, "judge.quality", "ref-free", config=cfg,
+               train_config=TrainConfig(**frozen, init=str(initial)), label_range=(1, 5))
+    cold = fit(train_records, "judge.quality", "ref-free", config=cfg, train_config=TrainConfig(**frozen),
+               label_range=(1, 5))
     theirs, bare = start.module.encoder.state_dict(), cold.module.encoder.state_dict()
     top = [k for k in theirs if ".layer.1." in k]
     assert top and any(not torch.equal(theirs[k], bare[k]) for k in top)
@@ -84,8 +84,8 @@ def test_train_from_init_starts_there_and_records_it(tiny_encoder, train_records
     assert warm.card["init"]["aspects"] == {"quality": "quality"}
     assert warm.card["init"]["distilled_from"]["judge"] == "synthetic order"
     assert "init" not in cold.card
-    on = train(train_records, "judge.quality", "ref-free", config=cfg,
-               train_config=TrainConfig(**{**TC, "max_epochs": 1}, init=str(initial)), label_range=(1, 5))
+    on = fit(train_records, "judge.quality", "ref-free", config=cfg,
+             train_config=TrainConfig(**{**TC, "max_epochs": 1}, init=str(initial)), label_range=(1, 5))
     assert any(not torch.equal(on.module.encoder.state_dict()[k], theirs[k]) for k in top)  # it trained on
     # the initial model is not modified by training from it
     again = EvaluationModel.load(initial)
@@ -94,8 +94,8 @@ def test_train_from_init_starts_there_and_records_it(tiny_encoder, train_records
 
 def test_seed_ensemble_members_start_from_the_initial_student(tiny_encoder, train_records, initial):
     cfg = ModelConfig(name="t", encoder=str(tiny_encoder), members=2, **SMALL)
-    model = train(train_records, "judge.quality", "ref-free", config=cfg,
-                  train_config=TrainConfig(**{**TC, "max_epochs": 1}, init=str(initial)), label_range=(1, 5))
+    model = fit(train_records, "judge.quality", "ref-free", config=cfg,
+                train_config=TrainConfig(**{**TC, "max_epochs": 1}, init=str(initial)), label_range=(1, 5))
     assert len(model.members) == 2 and model.card["init"]["aspects"] == {"quality": "quality"}
     assert model.card["init"]["from"] == str(initial)
 
@@ -113,30 +113,30 @@ def test_cli_init_takes_the_architecture_and_errors_are_one_line(cli, tiny_encod
                                                                    tmp_path):
     data = tmp_path / "labelled.jsonl"
     write_records(train_records, data)
-    common = ["train", "--data", str(data), "--label-col", "judge.quality", "--epochs", "1", "--threads", "1",
-              "--label-range", "1,5", "--no-progress"]
+    common = ["train", "--data", str(data), "--label-col", "judge.quality", "--epochs", "1", "--set", "train.num_threads=1",
+              "--label-range", "1,5"]
     # no architecture option: the initial student's (tiny encoder, head of 32, max length 40) are taken
-    res = CliRunner().invoke(cli, common + ["--out", str(tmp_path / "m"), "--init", str(initial)])
+    res = CliRunner().invoke(cli, common + ["--out", str(tmp_path / "m"), "--set", f"train.init={initial}"])
     assert res.exit_code == 0, res.output
     saved = json.loads((tmp_path / "m" / "config.json").read_text())
     assert saved["hidden_sizes"] == [32] and saved["encoder"] == str(tiny_encoder) and saved["max_length"] == 40
     assert json.loads((tmp_path / "m" / "metric_card.json").read_text())["init"]["from"] == str(initial)
-    res = CliRunner().invoke(cli, common + ["--out", str(tmp_path / "bad"), "--init", str(tmp_path / "nope")])
+    res = CliRunner().invoke(cli, common + ["--out", str(tmp_path / "bad"), "--set", f"train.init={tmp_path / 'nope'}"])
     assert res.exit_code == 2 and "no such model folder" in res.output and "Traceback" not in res.output
-    res = CliRunner().invoke(cli, common + ["--out", str(tmp_path / "bad"), "--init", "package:nope"])
+    res = CliRunner().invoke(cli, common + ["--out", str(tmp_path / "bad"), "--set", "train.init=package:nope"])
     assert res.exit_code == 2 and "no shipped student 'nope'" in res.output
-    res = CliRunner().invoke(cli, common + ["--out", str(tmp_path / "bad"), "--init", str(initial),
-                                            "--hidden-sizes", "16"])
+    res = CliRunner().invoke(cli, common + ["--out", str(tmp_path / "bad"), "--set", f"train.init={initial}",
+                                            "--set", "model.hidden_sizes=[16]"])
     assert res.exit_code == 2 and "hidden_sizes" in res.output and str(initial) in res.output
     assert "Traceback" not in res.output
     empty = tmp_path / "empty"
     empty.mkdir()
-    res = CliRunner().invoke(cli, common + ["--out", str(tmp_path / "bad"), "--init", str(empty)])
+    res = CliRunner().invoke(cli, common + ["--out", str(tmp_path / "bad"), "--set", f"train.init={empty}"])
     assert res.exit_code == 2 and "no 'config.json'" in res.output and "Traceback" not in res.output
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "config.json").write_text("{not json")
-    res = CliRunner().invoke(cli, common + ["--out", str(tmp_path / "bad"), "--init", str(broken)])
+    res = CliRunner().invoke(cli, common + ["--out", str(tmp_path / "bad"), "--set", f"train.init={broken}"])
     assert res.exit_code == 2 and "not a valid csem model config" in res.output
     assert not (tmp_path / "bad").exists()
 

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from csem.cli import PRECISION_HELP, app, col_option, column_map
+from csem.cli import app, col_option, column_map
 from csem.errors import InputError
 
 
@@ -62,146 +62,96 @@ def _floats(text: str, what: str) -> tuple[float, float]:
     return lo, hi
 
 
+SET_HELP = ("SECTION.FIELD=VALUE (repeatable): any field of ModelConfig (model.) or TrainConfig (train.), e.g. "
+            "--set train.lr=1e-4 --set model.hidden_sizes=[512] --set train.init=package:news-relevance-minilm; "
+            "--print-config lists them with their defaults")
+
+
 @app.command()
 def train(
-    data: Path = typer.Option(..., "--data", help="labelled file (JSONL/CSV/Parquet), e.g. from `csem annotate`"),
-    label_col: str = typer.Option(..., "--label-col", help="label column(s), comma separated: one head each "
-                                  "(e.g. judge.coherence,judge.relevance); several judges of one aspect joined "
-                                  "with + (judge.coherence@gpt-4+judge.coherence@chatgpt)"),
-    judge_col: Optional[str] = typer.Option(None, "--judge-col", help="long file: the column naming each row's "
-                                            "judge (one row per candidate and judge)"),
-    normalise: str = typer.Option("none", "--normalise", help="several judges: per-judge normalisation before "
-                                  "combining: none | zscore | rank"),
-    combine: str = typer.Option("mean", "--combine", help="several judges: mean (one label per aspect) | heads "
-                                "(one head per judge, the aspect's score is their mean)"),
-    pairs: bool = typer.Option(False, "--pairs", help="--data is a preference file (one row per judged pair, "
-                               "from `csem annotate --compare`): learn from the pairs with the ranking loss (Eq. 3)"),
-    out: Path = typer.Option(..., "--out", help="model folder to write"),
-    mode: str = typer.Option("ref-free", help="ref-free (Eq. 10) | ref-based (Eq. 9) | fluency | fluency-ref"),
-    dev: Optional[Path] = typer.Option(None, "--dev", help="dev file: per-epoch validation, best checkpoint, early stop"),
+    data: Optional[Path] = typer.Option(None, "--data", help="labelled file (JSONL/CSV/Parquet)"),
+    label_col: Optional[str] = typer.Option(None, "--label-col", help="label column(s), comma separated, one "
+                                            "head each; several judges of one aspect joined with +"),
+    out: Optional[Path] = typer.Option(None, "--out", help="model folder to write"),
+    config_file: Optional[Path] = typer.Option(None, "--config", help="training config: YAML with sections "
+                                               "model: (ModelConfig) and train: (TrainConfig)"),
+    set_: Optional[List[str]] = typer.Option(None, "--set", help=SET_HELP),
+    print_config: bool = typer.Option(False, "--print-config", help="write the training config (defaults, "
+                                      "with --config and --set applied) as YAML and exit"),
+    mode: Optional[str] = typer.Option(None, help="ref-free (default) | ref-based | fluency | fluency-ref"),
     encoder: Optional[str] = typer.Option(None, help="minilm (default) | mpnet | a transformers folder or hub id"),
-    pooling: Optional[str] = typer.Option(None, help="cls (the paper) | mean | layerwise-mix (COMET); default: "
-                                          "ModelConfig's"),
-    loss: Optional[str] = typer.Option(None, help="mse (Eq. 11) | ce (star classes, expected value) | pairwise "
-                                       "(Eq. 3) | mse+pairwise; default: ModelConfig's"),
-    pairwise_weight: float = typer.Option(1.0, help="weight of the ranking term in mse+pairwise"),
-    label_range: Optional[str] = typer.Option(None, help="declared rating scale MIN,MAX (default: the rubric "
-                                              "scale recorded by `csem annotate`, else inferred from the labels)"),
-    architecture: Optional[str] = typer.Option(None, help="bi-encoder (Eq. 9/10, COMET estimator) | unified "
-                                               "(cross-encoder: candidate, reference and source in one input); "
-                                               "default: ModelConfig's"),
-    hidden_sizes: Optional[str] = typer.Option(None, help="head hidden sizes, comma separated (default: ModelConfig's)"),
-    activation: Optional[str] = typer.Option(None, help="tanh (default) | relu | gelu | sigmoid"),
-    dropout: float = typer.Option(0.1),
-    max_length: Optional[int] = typer.Option(None, help="tokens kept per text (unified: per joint input)"),
-    source_max_length: Optional[int] = typer.Option(None, help="bi-encoder: tokens kept of the source"),
-    ref_aggregation: str = typer.Option("max", help="several references: max | mean of the per-reference scores"),
-    overlap_features: Optional[bool] = typer.Option(None, "--overlap-features/--no-overlap-features",
-                                                    help="lexical features into each head: its input and an "
-                                                    "output term fitted on the features first; default: on"),
-    feature_set: Optional[str] = typer.Option(None, help="lexical features: overlap (novel n-grams, repetition, "
-                                              "length; a linear term; the default) | novelty (the same without "
-                                              "the length) | lexical (also extractive "
-                                              "fragments, source positions, surface form; an MLP term; better on "
-                                              "the training data's systems, worse on unseen ones; use --lr 1e-4 "
-                                              "--head-lr 1e-4)"),
-    acceptability_gate: Optional[bool] = typer.Option(
-        None, "--acceptability-gate/--no-acceptability-gate",
-        help="after training, fit the acceptability gate (real vs rule-made degenerate texts; a text it rejects "
-             "scores below the real candidates); default: on"),
-    members: Optional[int] = typer.Option(None, help="a seed ensemble: train this many students (seeds SEED, "
-                                          "SEED+1, ...) into one folder that scores their mean; k times the "
-                                          "training and scoring time; default 1"),
-    epochs: Optional[int] = typer.Option(None, help="maximum epochs (default: TrainConfig's)"),
-    batch_size: Optional[int] = typer.Option(None, help="rows per step (default: TrainConfig's)"),
-    lr: Optional[float] = typer.Option(None, help="encoder learning rate (default: TrainConfig's)"),
-    head_lr: Optional[float] = typer.Option(None, help="head learning rate (default: TrainConfig's)"),
-    frozen_epochs: Optional[float] = typer.Option(None, help="epochs with the encoder frozen first"),
-    train_layers: Optional[int] = typer.Option(None, help="fine-tune only the top N encoder layers (lower layers' "
-                                               "outputs cached once); -1 = all layers; default: TrainConfig's"),
-    layerwise_decay: float = typer.Option(0.95),
-    patience: int = typer.Option(3, help="early-stopping patience in epochs (with --dev)"),
-    gradient_clip: float = typer.Option(1.0, help="max gradient norm (0 = off)"),
-    seed: int = typer.Option(12),
-    precision: str = typer.Option("auto", help="mixed precision of training: " + PRECISION_HELP),
-    accelerator: str = typer.Option("auto", help="Lightning accelerator: auto | cpu | gpu"),
-    devices: str = typer.Option("auto", help="Lightning devices: auto | N"),
-    num_nodes: int = typer.Option(1, help="Lightning num_nodes: machines (with torchrun or SLURM; docs/guides/scale.md)"),
-    strategy: str = typer.Option("auto", help="Lightning strategy, e.g. ddp (several processes; CPU: over gloo)"),
-    threads: Optional[int] = typer.Option(None, help="torch CPU threads"),
-    name: str = typer.Option("csem", help="metric name: scores go to metric.<name>.<aspect>"),
+    epochs: Optional[int] = typer.Option(None, help="maximum epochs (train.max_epochs)"),
+    seed: Optional[int] = typer.Option(None, help="random seed (train.seed)"),
+    members: Optional[int] = typer.Option(None, help="seed ensemble of this many students (model.members)"),
+    dev: Optional[Path] = typer.Option(None, "--dev", help="dev file: validation, best epoch, early stop"),
+    label_range: Optional[str] = typer.Option(None, help="rating scale MIN,MAX (default: the scale `csem "
+                                              "annotate` recorded, else the labels' range)"),
+    pairs: bool = typer.Option(False, "--pairs", help="--data is a preference file (`csem annotate --compare`)"),
+    judge_col: Optional[str] = typer.Option(None, "--judge-col", help="long file: the column of the judge"),
+    normalise: str = typer.Option("none", "--normalise", help="several judges: none | zscore | rank"),
+    combine: str = typer.Option("mean", "--combine", help="several judges: mean | heads (one head per judge)"),
+    contrast: Optional[Path] = typer.Option(None, "--contrast", help="contrast pairs (`csem contrasts`)"),
     judge: Optional[str] = typer.Option(None, help="teacher judge, for the metric card"),
-    rubric: Optional[str] = typer.Option(None, help="rubric the labels come from, for the metric card"),
+    rubric: Optional[str] = typer.Option(None, help="rubric of the labels, for the metric card"),
     col: Optional[List[str]] = col_option(),
-    progress: bool = typer.Option(False, help="show Lightning's progress bar"),
-    contrast: Optional[Path] = typer.Option(None, "--contrast", help="contrast pairs file (from `csem contrasts`): "
-                                            "rank them first (pretraining), then learn the labels"),
-    contrast_per_record: Optional[int] = typer.Option(None, "--contrast-per-record", help="without --contrast: make this "
-                                                      "many rule-made pairs per training row and aspect (0 = none; "
-                                                      "default: TrainConfig's)"),
-    contrast_max_pairs: Optional[int] = typer.Option(None, "--contrast-max-pairs", help="with "
-                                                     "--contrast-per-record: keep a seeded random subset of at most "
-                                                     "this many pairs (default: TrainConfig's, 400)"),
-    contrast_epochs: Optional[int] = typer.Option(None, "--contrast-epochs", help="epochs of contrast pretraining"),
-    contrast_mix: Optional[float] = typer.Option(None, "--contrast-mix", help="weight of the contrast loss mixed into "
-                                                 "label training (0 = off)"),
-    contrast_specificity: Optional[float] = typer.Option(None, "--contrast-specificity", help="weight of the "
-                                                         "aspect-specificity term: a contrast pair's own aspect "
-                                                         "head must separate it more than the other heads "
-                                                         "(0 = off)"),
-    average_tail: Optional[float] = typer.Option(None, "--average-tail", help="average the weights of this share "
-                                                 "(0-1) of the last training steps (tail averaging; 0 = off; "
-                                                 "default: TrainConfig's)"),
-    init: Optional[str] = typer.Option(None, "--init", help="start from this trained student (a model folder or "
-                                       "package:NAME) instead of the bare encoder; architecture options left "
-                                       "unset take its values"),
 ) -> None:
-    """Train an evaluation model (encoder + Eq. 9/10 features + feed-forward heads) and save it with its metric card."""
+    """Train an evaluation model (encoder + Eq. 9/10 features + heads) and save it with its metric card."""
     from csem.data.records import check_output_path, read_records
-    from csem.model import ModelConfig, TrainConfig
-    from csem.model.fit import fit, label_columns
-    from csem.model.train import is_global_zero
+    from csem.model.config import dump_config
+    from csem.model.fit import fit
+    from csem.model.labels import parse_label_spec
     from csem.pipeline.annotate import read_provenance
 
+    common = {"model": {"mode": mode, "encoder": encoder, "members": members},
+              "train": {"max_epochs": epochs, "seed": seed}}
+    sections, (config, tc) = _configs(config_file, common, set_ or [])
+    if print_config:
+        typer.echo(dump_config(sections), nl=False)
+        return
+    if data is None or label_col is None or out is None:
+        raise typer.BadParameter("--data, --label-col and --out are required (unless --print-config)")
     check_output_path(out, kind="folder")  # before any work
     columns = column_map(col)
-    prov = read_provenance(data)
-    label_cols = label_columns(label_col)
-    ranges = _floats(label_range, "--label-range") if label_range else None
-    if pairs:
-        records = read_records(data, columns=columns, required=())
-    else:
-        records = read_records(data, columns=columns, required=("candidate",), numeric=label_cols)
-    dev_records = read_records(dev, columns=columns, required=("candidate",), numeric=label_cols) if dev else None
-    # options left unset take the defaults of ModelConfig / TrainConfig (their one home)
-    given = lambda **kw: {k: v for k, v in kw.items() if v is not None}  # noqa: E731
-    config = ModelConfig(**{**_architecture_of(init), **given(
-        name=name, encoder=encoder, pooling=pooling, mode=mode, loss=loss, architecture=architecture,
-        hidden_sizes=[int(h) for h in hidden_sizes.split(",") if h.strip()] if hidden_sizes else None,
-        activation=activation, dropout=dropout, max_length=max_length, source_max_length=source_max_length,
-        pairwise_weight=pairwise_weight, ref_aggregation=ref_aggregation, overlap_features=overlap_features,
-        feature_set=feature_set, acceptability_gate=acceptability_gate, members=members)})
-    tc = TrainConfig(**given(
-        lr=lr, head_lr=head_lr, batch_size=batch_size, max_epochs=epochs, patience=patience,
-        frozen_epochs=frozen_epochs, layerwise_decay=layerwise_decay, gradient_clip=gradient_clip,
-        seed=seed, precision=precision, accelerator=accelerator,
-        devices=int(devices) if devices.isdigit() else devices, num_nodes=num_nodes, strategy=strategy,
-        num_threads=threads, progress=progress, contrast_per_record=contrast_per_record,
-        contrast_max_pairs=contrast_max_pairs,
-        contrast_epochs=contrast_epochs, contrast_mix=contrast_mix, contrast_specificity=contrast_specificity,
-        average_tail=average_tail, init=init))
+    groups = parse_label_spec(label_col)  # parsed once, passed on to fit
+    numeric = [c for g in groups for c in g]
+    records = read_records(data, columns=columns, required=() if pairs else ("candidate",),
+                           numeric=() if pairs else numeric)
+    dev_records = read_records(dev, columns=columns, required=("candidate",), numeric=numeric) if dev else None
     contrast_rows = read_records(contrast, required=()) if contrast else None
-    if train_layers is not None:
-        tc = tc.model_copy(update={"train_layers": None if train_layers < 0 else train_layers})
-    # the label pivot, normalisation, card entries and saving: csem.model.fit (as csem.train and csem run)
-    timing = _EpochTimes(enabled=not progress)
-    with timing:
-        model = fit(records, label_col, mode=mode, out_dir=out, config=config, train_config=tc,
+    timing = _EpochTimes(enabled=not tc.progress)
+    with timing:  # the label pivot, normalisation, card entries and saving: csem.model.fit (the one path)
+        model = fit(records, groups, config.mode, out_dir=out, config=config, train_config=tc,
                     dev_records=dev_records, judge_col=judge_col, normalise=normalise, combine=combine, pairs=pairs,
-                    label_range=ranges, provenance=prov, judge=judge, rubric=rubric, where=str(data),
-                    dev_where=str(dev), log=typer.echo, contrast=contrast_rows,
-                    contrast_where=str(contrast))
-    if not is_global_zero():  # under DDP (--strategy ddp) the other ranks leave writing to rank 0
+                    label_range=_floats(label_range, "--label-range") if label_range else None,
+                    provenance=read_provenance(data), judge=judge, rubric=rubric, where=str(data),
+                    dev_where=str(dev), log=typer.echo, contrast=contrast_rows, contrast_where=str(contrast),
+                    notes=f"training config: {config_file}" if config_file else None)
+    _summary(model, out, timing)
+
+
+def _configs(config_file: Path | None, common: dict[str, dict], sets: list[str]) -> tuple[dict, tuple]:
+    """The training config's sections (defaults < ``--config`` file < the common options < ``--set``)
+    and the configs built from them; with ``train.init``, architecture fields set nowhere take the
+    initial student's values."""
+    from csem.model.config import DERIVED_FIELDS, SECTIONS, apply_overrides, build_configs, read_config_file
+
+    sections = read_config_file(config_file) if config_file else {}
+    for name, given in common.items():
+        sections.setdefault(name, {}).update({k: v for k, v in given.items() if v is not None})
+    sections = apply_overrides(sections, sets)
+    init = sections.get("train", {}).get("init")
+    if init:
+        sections["model"] = {**_architecture_of(str(init)), **sections.get("model", {})}
+    configs = build_configs(sections, where=f"{config_file} and the options" if config_file else "options")
+    return {name: c.model_dump(exclude=set(DERIVED_FIELDS.get(name, ()))) for name, c in zip(SECTIONS, configs)}, configs
+
+
+def _summary(model, out: Path, timing: "_EpochTimes") -> None:
+    """Echo the closing line (aspects, rows, dev figures, time) on the main process: under DDP
+    (``--set train.strategy=ddp``) the other ranks leave writing to rank 0."""
+    from csem.model.train import is_global_zero
+
+    if not is_global_zero():
         return
     val = model.card.get("validation")
     summary = ""
@@ -217,8 +167,8 @@ def train(
 
 
 def _architecture_of(init: str | None) -> dict:
-    """The architecture fields of the initial student's config (none without ``--init``), so that a warm
-    start needs no architecture option repeated; an option given on the command line still wins."""
+    """The architecture fields of the initial student's config (``train.init``), so that a warm start
+    needs no architecture field repeated; a field set in the config file or with ``--set`` still wins."""
     if init is None:
         return {}
     import json

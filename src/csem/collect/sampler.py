@@ -89,7 +89,7 @@ SENTENCE_END = re.compile(r"[.!?\u2026][\"'\u201d\u2019)\]]*$")
 def trim_to_sentence(text: str) -> str | None:
     """``text`` cut back to the end of its last complete sentence (one that ends with ``. ! ? …``,
     optionally followed by closing quotes or brackets; sentences split by
-    [`csem.data.text.split_sentences`][]), or ``None`` when no sentence is complete. A text that
+    `csem.data.text.split_sentences`), or ``None`` when no sentence is complete. A text that
     already ends a sentence comes back unchanged.
 
     Used on samples a generator stopped at ``max_tokens`` (``finish_reason == "length"``): with the

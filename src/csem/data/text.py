@@ -1,12 +1,12 @@
 """Text utilities shared by csem's data preparation: sentence splitting, word spans, content words and
 surface style (the one home of these tools; the contrast families, the candidate sampler of
-[`csem.collect.sampler`][] and the acceptability gate import them from here).
+`csem.collect.sampler` and the acceptability gate import them from here).
 
 Sentences are split with ``syntok`` (a rule-based segmenter, pure Python, offline), which handles
 abbreviations (``V. Stiviano``, ``Jan. 5``) and tokenised text (``last year . But``) better than a regex;
 lower-cased texts (some SummEval systems) get extra boundaries after a full stop.
 
-:func:`surface_style` gives an inserted sentence the surface style of the text it goes into (lower case
+`surface_style` gives an inserted sentence the surface style of the text it goes into (lower case
 and space-separated punctuation when that text is written that way), so casing is no shortcut to tell a
 perturbed text from its original.
 """

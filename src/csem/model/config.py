@@ -25,9 +25,10 @@ restore them. Kept from COMET: layer-wise learning-rate decay 0.95, Tanh, dropou
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from csem.errors import InputError
 
@@ -65,7 +66,7 @@ class LabelSpec(BaseModel):
 
 
 #: the ModelConfig fields that decide the shape or meaning of a student's weights (with the outputs per
-#: aspect, ``n_classes``): a warm start needs them equal (:meth:`ModelConfig.architecture_differences`)
+#: aspect, ``n_classes``): a warm start needs them equal (`ModelConfig.architecture_differences`)
 ARCHITECTURE_FIELDS = ("encoder", "encoder_kind", "pooling", "mode", "architecture", "hidden_sizes", "activation",
                        "overlap_features", "feature_set", "feature_hidden")
 
@@ -79,7 +80,7 @@ class ModelConfig(BaseModel):
         pooling: ``cls`` (the paper's [CLS] vector), ``mean`` (masked mean of the last layer) or
             ``layerwise-mix`` (COMET's softmax-weighted mix of all layers, then masked mean).
         mode: ``ref-free`` (Eq. 10), ``ref-based`` (Eq. 9), ``fluency`` (candidate only) or
-            ``fluency-ref`` (candidate and reference, no source); see :mod:`csem.model.features`.
+            ``fluency-ref`` (candidate and reference, no source); see `csem.model.features`.
         architecture: ``bi-encoder`` (the paper's estimator, COMET: each text embedded on its own,
             a source shared by many candidates embedded once, features of Eq. 9/10 into the head)
             or ``unified`` (a cross-encoder, COMET's UnifiedMetric / COMET-Kiwi, BLEURT, UniEval:
@@ -100,7 +101,7 @@ class ModelConfig(BaseModel):
         pairwise_weight: weight of the ranking term in ``mse+pairwise``.
         overlap_features: lexical overlap features (novel n-gram shares of the candidate against
             the source and/or reference, self-repetition, length;
-            :func:`csem.model.features.overlap_features`), what pooled embeddings cannot count,
+            `csem.model.features.overlap_features`), what pooled embeddings cannot count,
             enter each head twice: appended to its input and through a linear term added to its
             output (wide & deep, Cheng et al. 2016) that training starts at the least-squares fit
             of the training labels on these features.
@@ -108,9 +109,9 @@ class ModelConfig(BaseModel):
             GPT-4 labels for the ``overlap`` set); folders saved before the option existed load
             with it off.
         feature_set: which lexical features (with ``overlap_features`` on): ``overlap`` (the 5-8
-            novelty/repetition/length scalars of :func:`csem.model.features.overlap_features`, a
+            novelty/repetition/length scalars of `csem.model.features.overlap_features`, a
             linear output term), ``novelty`` (the same without the length: 4-7 scalars, a linear
-            term) or ``lexical`` (:func:`csem.model.features.lexical_features`:
+            term) or ``lexical`` (`csem.model.features.lexical_features`:
             those plus extractive fragments, source positions and surface form, 28 scalars
             ref-free; standardised with the training rows' means and deviations, and the output
             term is a small MLP of ``feature_hidden`` units pre-fitted on the features alone before
@@ -124,7 +125,7 @@ class ModelConfig(BaseModel):
             teacher_pool_cv_novelty.md). Folders saved before the option existed load as ``overlap``.
         feature_hidden: hidden units of the ``lexical`` set's output MLP.
         acceptability_gate: after training, fit the acceptability gate
-            (:mod:`csem.model.acceptability`: a classifier per aspect of real vs rule-made degenerate
+            (`csem.model.acceptability`: a classifier per aspect of real vs rule-made degenerate
             texts: a few words, one word x 100, cut mid-sentence, words shuffled, another source's
             candidate, the source copied for relevance); a text it rejects has its score pulled
             towards the scale's minimum, an accepted one keeps its score. On by default for the
@@ -174,7 +175,7 @@ class ModelConfig(BaseModel):
     def architecture_differences(self, other: "ModelConfig") -> list[str]:
         """``"field: mine vs other's"`` for each field that decides the shape or meaning of the weights
         (encoder, pooling, mode, architecture, head, lexical features, outputs per aspect): empty when
-        ``other``'s trained weights can start this model (:meth:`csem.model.module.EvaluationModule.warm_start`)."""
+        ``other``'s trained weights can start this model (`csem.model.module.EvaluationModule.warm_start`)."""
         out = [f"{f}: {getattr(self, f)!r} vs {getattr(other, f)!r}" for f in ARCHITECTURE_FIELDS
                if getattr(self, f) != getattr(other, f)]
         if self.n_classes != other.n_classes:
@@ -225,7 +226,7 @@ class TrainConfig(BaseModel):
         weight_decay: AdamW weight decay. gradient_clip: max gradient norm (0 = off).
         seed: seeds Python, NumPy and torch; training is deterministic on CPU.
         precision: ``auto`` (bf16 mixed precision on a GPU that supports it, fp16 mixed on other
-            GPUs, fp32 on CPU), ``fp32`` | ``bf16`` | ``fp16`` (:data:`PRECISIONS`, the names
+            GPUs, fp32 on CPU), ``fp32`` | ``bf16`` | ``fp16`` (`PRECISIONS`, the names
             ``csem score`` takes too) or any Lightning precision string (``bf16-mixed``, ``32-true``). accelerator/devices/num_nodes/strategy: passed
             to ``lightning.Trainer`` (multi-GPU/multi-node through Lightning's DDP).
         num_threads: torch CPU threads (None: leave torch's default).
@@ -235,8 +236,8 @@ class TrainConfig(BaseModel):
         feature_prefit_steps, feature_prefit_lr: with ``ModelConfig.feature_set = "lexical"``, the
             output MLP of the lexical features is first fitted alone on all training rows (full
             batch, AdamW, the model's loss) for this many steps at this learning rate; 0 skips it.
-        contrast_epochs: with contrast pairs (``train(contrast=...)``, or made from the training rows by
-            ``contrast_per_record``; :mod:`csem.model.contrast`), epochs of pretraining on the pairs alone
+        contrast_epochs: with contrast pairs (``fit(contrast=...)``, or made from the training rows by
+            ``contrast_per_record``; `csem.model.contrast`), epochs of pretraining on the pairs alone
             (ranking loss, Eq. 3) before the labels; 0 = none. Contrast pairs are off by default
             (``contrast_per_record=0``): with ``contrast_per_record=1`` and these settings (at most 400
             pairs, 1 epoch, mixed in with weight 0.5, 8 pairs per batch) the student won the
@@ -245,33 +246,26 @@ class TrainConfig(BaseModel):
             but lost the grouped cross-validations on the main job's training articles (0.211 vs 0.303,
             3 seeds; ``main_job_recipe.md``) and on 1,800 of the teacher pool's training candidates
             (0.133 +- 0.058 vs 0.316 +- 0.033, 3 seeds x 2 folds by source; ``teacher_pool_cv.md``).
+            For students that will score systems their training data lacks, the recipe
+            ``feature_set="novelty"``, ``contrast_per_record=10``, ``contrast_max_pairs=3000`` won
+            SummEval's cross-validation with systems held out (``student_large_contrast.md``).
         contrast_mix: weight of the contrast ranking loss added to every label-training step (one
             batch of pairs per step, cycling; rehearsal, so fine-tuning does not forget what the
             pairs taught); 0 = off.
         contrast_per_record: with no contrast pairs given, make this many pairs per training record and
-            aspect from the training records themselves (:func:`csem.model.contrast.auto_pairs`, no LLM
+            aspect from the training records themselves (`csem.model.contrast.auto_pairs`, no LLM
             call); 0 = no contrast pairs unless given. contrast_max_pairs: at most this many of those
             made pairs (a seeded random subset; None = all): pretraining costs about one label epoch per
             ~150 pairs, so the cap bounds its time on large training sets.
         contrast_pairs_per_batch: pairs per contrast batch. contrast_lr: encoder learning rate while
             pretraining (None: ``lr``); the heads use ``head_lr``.
-        average_tail: share (0-1) of the label training's last optimiser steps whose weights are
-            averaged uniformly into the returned model (tail / Polyak-Ruppert averaging, Polyak & Juditsky
-            1992; SWA with a constant learning rate, Izmailov et al. 2018; Lightning's
-            ``WeightAveraging`` over ``torch.optim.swa_utils.AveragedModel``): 0.5 averages the
-            weights after each of the second half's steps. 0 = off (the last or best-dev weights). With
-            a dev set, each validation from the first averaged step on scores the average, and the best
-            such average is kept.
         init: a saved student (model folder) whose weights this one starts from instead of the bare
             encoder: fine-tuning a pretrained metric (COMET's ``load_from_checkpoint``); its
-            architecture must match (:meth:`ModelConfig.architecture_differences`), its heads start the
+            architecture must match (`ModelConfig.architecture_differences`), its heads start the
             aspects of the same name, or every aspect when it has one
-            (:meth:`csem.model.module.EvaluationModule.warm_start`). None (default): the bare encoder.
+            (`csem.model.module.EvaluationModule.warm_start`). None (default): the bare encoder.
             With ``train_layers`` only the top layers of the initial encoder train on; a lower-layer
             cache is shared only between runs with the same ``init``.
-        contrast_specificity: weight of the aspect-specificity term of the contrast loss
-            (:meth:`csem.model.preferences.PreferenceTable.loss`: a pair's own aspect head must separate
-            the two texts by more than the other heads do); 0 = off.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -303,6 +297,133 @@ class TrainConfig(BaseModel):
     contrast_max_pairs: int | None = Field(400, ge=1)
     contrast_pairs_per_batch: int = Field(8, ge=1)
     contrast_lr: float | None = Field(None, gt=0)
-    contrast_specificity: float = Field(0.0, ge=0)
-    average_tail: float = Field(0.0, ge=0, lt=1)
     init: str | None = None
+
+
+# ---- the training config file (``csem train --config``, ``--set``, ``--print-config``) ----------------
+
+#: the sections of a training config file and the config each one fills
+SECTIONS = {"model": ModelConfig, "train": TrainConfig}
+#: fields a config file does not set: ``labels`` comes from the data's label columns at training time
+DERIVED_FIELDS = {"model": ("labels",)}
+
+
+def default_sections() -> dict[str, dict]:
+    """The defaults of every settable field, ``{"model": {...}, "train": {...}}`` (what
+    ``csem train --print-config`` writes)."""
+    return {name: cls().model_dump(exclude=set(DERIVED_FIELDS.get(name, ()))) for name, cls in SECTIONS.items()}
+
+
+def dump_config(sections: dict[str, dict]) -> str:
+    """A training config as YAML, ``model:`` then ``train:``, fields in declaration order."""
+    import yaml
+
+    return yaml.safe_dump({k: sections.get(k, {}) for k in SECTIONS}, sort_keys=False, default_flow_style=False)
+
+
+def read_config_file(path: str | Path) -> dict[str, dict]:
+    """The sections of a training config file (YAML with top-level ``model:`` and ``train:``, each
+    optional, each a mapping of fields of `ModelConfig` /
+    `TrainConfig`); the values are checked by `build_configs`.
+
+    Raises:
+        InputError: the file cannot be read or parsed, is not a mapping, has another top-level key, or
+            names a field its section lacks (each named with the file and, where YAML knows it, the line).
+        FileNotFoundError: no such file.
+    """
+    import yaml
+
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f", line {mark.line + 1}" if mark is not None else ""
+        raise InputError(f"{path}{line}: not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: a training config is a mapping with the sections 'model:' and 'train:'")
+    out: dict[str, dict] = {}
+    for section, fields in data.items():
+        where = f"{path}, line {_line_of(text, str(section))}"
+        if section not in SECTIONS:
+            raise InputError(f"{where}: unknown section '{section}' (a training config has 'model:' and 'train:')")
+        if fields is None:
+            continue
+        if not isinstance(fields, dict):
+            raise InputError(f"{where}: section '{section}' must be a mapping of field: value")
+        for name in fields:
+            _check_field(section, str(name), f"{path}, line {_line_of(text, str(name))}")
+        out[section] = dict(fields)
+        try:  # a bad value is named with its line here; build_configs checks the merged settings again
+            SECTIONS[section].model_validate(out[section])
+        except ValidationError as exc:
+            e = exc.errors()[0]
+            field = ".".join(str(x) for x in e["loc"])
+            line = f", line {_line_of(text, str(e['loc'][0]))}" if e["loc"] else ""
+            what = f"{section}.{field} = {e.get('input')!r}" if field else section
+            raise InputError(f"{path}{line}: {what}: {e['msg']}") from None
+    return out
+
+
+def _line_of(text: str, key: str) -> int:
+    """The first line (1-based) where ``key:`` starts a YAML mapping entry (0: not found)."""
+    import re
+
+    m = re.search(rf"^\s*['\"]?{re.escape(key)}['\"]?\s*:", text, flags=re.M)
+    return text.count("\n", 0, m.start()) + 1 if m else 0
+
+
+def _check_field(section: str, name: str, where: str) -> None:
+    fields = SECTIONS[section].model_fields
+    if name not in fields or name in DERIVED_FIELDS.get(section, ()):
+        why = " (set from the label columns)" if name in fields else ""
+        raise InputError(f"{where}: '{section}.{name}' is not a setting{why}; the fields of '{section}' are "
+                         + ", ".join(f for f in fields if f not in DERIVED_FIELDS.get(section, ())))
+
+
+def apply_overrides(sections: dict[str, dict], overrides: list[str] | tuple[str, ...]) -> dict[str, dict]:
+    """``sections`` with each ``section.field=value`` of ``overrides`` applied, in order (the value is
+    read as YAML: ``1e-4``, ``[512, 256]``, ``null``, ``true``); a copy.
+
+    Raises:
+        InputError: an override without ``=``, an unknown section or field (named).
+    """
+    import yaml
+
+    out = {k: dict(v) for k, v in sections.items()}
+    for item in overrides:
+        key, eq, raw = item.partition("=")
+        section, dot, name = key.strip().partition(".")
+        if not eq or not dot or not name:
+            raise InputError(f"--set '{item}': write SECTION.FIELD=VALUE, e.g. --set train.lr=1e-4")
+        if section not in SECTIONS:
+            raise InputError(f"--set '{item}': unknown section '{section}' (model or train)")
+        _check_field(section, name, f"--set '{item}'")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError:
+            value = raw
+        out.setdefault(section, {})[name] = value
+    return out
+
+
+def build_configs(sections: dict[str, dict], where: str = "training config") -> tuple[ModelConfig, TrainConfig]:
+    """The `ModelConfig` and `TrainConfig` of a
+    training config's sections (fields left out take their defaults).
+
+    Raises:
+        InputError: a value pydantic rejects, one line naming ``section.field``, the value and why.
+    """
+    built = []
+    for section, cls in SECTIONS.items():
+        try:
+            built.append(cls.model_validate(sections.get(section, {})))
+        except ValidationError as exc:
+            e = exc.errors()[0]
+            field = ".".join(str(x) for x in e["loc"])
+            what = f"{section}.{field} = {e.get('input')!r}" if field else section
+            raise InputError(f"{where}: {what}: {e['msg']}") from None
+    return built[0], built[1]

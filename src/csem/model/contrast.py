@@ -3,14 +3,15 @@
 The field's answer to scarce labels (UniEval, Zhong et al. 2022: boolean QA on rule-made negatives;
 BLEURT, Sellam et al. 2020: pretraining on perturbed sentences; SEScore, Xu et al. 2022: severity-graded
 synthetic errors) is to pretrain the evaluator on synthetic contrasts that cost no LLM call, then
-fine-tune on the teacher. :mod:`csem.data.contrasts` makes the pairs; this module turns them into
-training input for :func:`csem.model.train.train` (``contrast=``):
+fine-tune on the teacher. `csem.data.contrasts` makes the pairs; this module turns them into
+training input for the contrast stage of training (``fit(..., contrast=...)``,
+``TrainConfig.contrast_per_record``):
 
-* :func:`contrast_training` maps pair rows to candidate records (each side of each pair a record with
+* `contrast_training` maps pair rows to candidate records (each side of each pair a record with
   its own id, so one text may appear in several pairs) and a
-  :class:`~csem.model.preferences.PreferenceTable` with target ``p(better > worse) = 1``, each pair on
+  `csem.model.pairs.PreferenceTable` with target ``p(better > worse) = 1``, each pair on
   the head of its aspect (a pair of aspect ``all`` on every head);
-* :class:`PairBatchSampler` puts both sides of a pair in the same batch (pairs of one source
+* `PairBatchSampler` puts both sides of a pair in the same batch (pairs of one source
   together, so the source is embedded once), which the pairwise loss needs.
 
 The loss is the preference loss of CSEM Eq. 3 (Bradley-Terry: ``-log sigmoid(s_better - s_worse)``) on
@@ -24,7 +25,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from csem.errors import InputError
 from csem.model.config import LabelSpec
-from csem.model.preferences import PreferenceTable
+from csem.model.pairs import PreferenceTable, pair_training
 from csem.model.validation import TrainingDataError
 
 ALL_ASPECTS = ("all", "*", "any")
@@ -48,14 +49,16 @@ def _aspects_of(row: Mapping[str, Any], names: Sequence[str]) -> list[str]:
 
 def contrast_training(pair_rows: Sequence[Mapping[str, Any]], specs: Sequence[LabelSpec],
                       where: str = "contrast pairs") -> tuple[list[dict], PreferenceTable]:
-    """Candidate records and the preference table of contrast pairs, for the heads of ``specs``.
+    """Candidate records and the preference table of contrast pairs, for the heads of ``specs``
+    (through the one builder, `csem.model.pairs.pair_training`).
 
     Args:
         pair_rows: rows with ``candidate_a`` (the better text), ``candidate_b`` (the worse one),
             ``source``, optional ``reference`` and ``doc_id``, and ``aspect`` (an aspect name of
             ``specs``, or ``all``); without ``aspect``, any column ``<kind>.<aspect>`` above 0.5 names the
-            aspect. Rows of other aspects are skipped.
+            aspect. Rows of other aspects, and rows whose two texts are equal, are skipped.
         specs: the model's aspects (the label specs of the teacher's columns).
+        where: the rows' file, named in errors.
 
     Returns:
         ``(records, table)``: two records per pair (``id`` ``c<k>a`` and ``c<k>b``), in pair order; the
@@ -66,36 +69,28 @@ def contrast_training(pair_rows: Sequence[Mapping[str, Any]], specs: Sequence[La
     """
     names = [s.aspect for s in specs]
     index = {a: k for k, a in enumerate(names)}
-    records: list[dict] = []
-    pairs: list[tuple[str, str, int, float]] = []
-    for k, row in enumerate(pair_rows):
-        aspects = _aspects_of(row, names)
-        if not aspects:
-            continue
-        better, worse = row.get("candidate_a"), row.get("candidate_b")
-        if not isinstance(better, str) or not isinstance(worse, str):
-            raise TrainingDataError(f"{where}: row {k + 1} lacks candidate_a or candidate_b text")
-        if better == worse:
-            continue
-        common = {f: row.get(f) for f in ("source", "reference", "doc_id")}
-        a, b = f"c{k}a", f"c{k}b"
-        records.append({"id": a, "candidate": better, **common})
-        records.append({"id": b, "candidate": worse, **common})
-        pairs.extend((a, b, index[x], 1.0) for x in aspects)
-    if not pairs:
+
+    def targets(row: Mapping[str, Any], k: int) -> list[tuple[int, float]]:
+        if row.get("candidate_a") == row.get("candidate_b") and isinstance(row.get("candidate_a"), str):
+            return []
+        return [(index[x], 1.0) for x in _aspects_of(row, names)]
+
+    records, table = pair_training(pair_rows, specs, targets, where=where, ids=lambda r, k: (f"c{k}a", f"c{k}b"),
+                                   blank_ok=True)
+    if not table.pairs:
         raise TrainingDataError(f"{where}: no pair names one of the model's aspects {names} "
                                 "(field 'aspect', or 'all')")
-    return records, PreferenceTable(pairs, specs)
+    return records, table
 
 
 class PairBatchSampler:
     """Batches of whole pairs: record ``2k`` and ``2k + 1`` (the two sides of pair ``k``, as
-    :func:`contrast_training` lays them out) always share a batch; the pairs of one source are kept
+    `contrast_training` lays them out) always share a batch; the pairs of one source are kept
     together (their source is embedded once), up to ``pairs_per_batch`` pairs; batch order is shuffled
     with ``seed`` every epoch.
 
     Args:
-        records: the records of :func:`contrast_training` (even length).
+        records: the records of `contrast_training` (even length).
         pairs_per_batch: pairs per batch (>= 1).
         seed: shuffling seed; the epoch number is added each epoch.
     """
@@ -131,7 +126,7 @@ def auto_pairs(records: Sequence[Mapping[str, Any]], specs: Sequence[LabelSpec],
     """Contrast pairs made from the training records themselves (no LLM call), for the heads of ``specs``.
 
     Each record (and each source's first reference, when the records carry references) yields
-    ``per_record`` pairs per aspect from :func:`csem.data.contrasts.make_pairs`, empty and whitespace
+    ``per_record`` pairs per aspect from `csem.data.contrasts.make_pairs`, empty and whitespace
     texts included. An aspect of ``specs`` that is one of the four perturbation families' aspects
     (coherence, consistency, fluency, relevance) gets its own family's pairs; any other aspect (an
     ``overall`` or ``quality`` rating) gets the pairs of all four families, since each perturbation makes
@@ -140,7 +135,7 @@ def auto_pairs(records: Sequence[Mapping[str, Any]], specs: Sequence[LabelSpec],
     ``max_pairs`` keeps a seeded random subset of that many pairs (in their original order).
 
     Returns:
-        Pair rows as :func:`contrast_training` reads them (``aspect`` set), possibly empty.
+        Pair rows as `contrast_training` reads them (``aspect`` set), possibly empty.
     """
     from csem.data.contrasts import ASPECTS, make_pairs, reference_records
 

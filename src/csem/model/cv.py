@@ -1,7 +1,7 @@
 """Choose a training recipe by grouped k-fold cross-validation on the training data only.
 
-A *recipe* is a :class:`ModelConfig` (architecture, encoder, pooling, loss, lengths) plus a
-:class:`TrainConfig` (learning rates, epochs, layers trained). :func:`cross_validate` splits the
+A *recipe* is a `ModelConfig` (architecture, encoder, pooling, loss, lengths) plus a
+`TrainConfig` (learning rates, epochs, layers trained). `cross_validate` splits the
 training records into ``k`` folds by group (``doc_id``: every candidate of a source lands in the
 same fold, so a fold's sources are unseen, as the test sources will be), trains each recipe on
 ``k - 1`` folds, and validates on the held-out fold after every epoch (summary-level Kendall tau-b,
@@ -112,20 +112,20 @@ def cross_validate(
 
     Args:
         records: labelled training records with ``group_key`` (e.g. ``doc_id``).
-        label_cols: the label column(s), as for :func:`csem.model.train.train`.
+        label_cols: the label column(s), as for `csem.model.fit.fit`.
         recipes: the recipes to compare (the ``mode`` is each recipe's ``config.mode``).
         folds: ``k``. group_key: the grouping field. seed: fold assignment seed.
-        label_range: the declared label scale, as for ``train``.
+        label_range: the declared label scale, as for ``fit``.
         monitor: ``spearman`` | ``kendall`` | ``pearson``: picks each recipe's best epoch.
         on_fold: called after each fold with (recipe name, fold index, that fold's last report).
 
     Returns:
-        One :class:`CVResult` per recipe, in input order.
+        One `CVResult` per recipe, in input order.
 
     Raises:
-        ValueError: fewer groups than folds. TrainingDataError: bad labels (from ``train``).
+        ValueError: fewer groups than folds. TrainingDataError: bad labels (from ``fit``).
     """
-    from csem.model.train import train
+    from csem.model.fit import fit
 
     split = grouped_folds(records, folds, key=group_key, seed=seed)
     caches: dict[tuple, dict] = {}
@@ -138,10 +138,10 @@ def cross_validate(
         histories = []
         t0 = time.perf_counter()
         for f, (trn, dev) in enumerate(split):
-            model = train([records[i] for i in trn], label_cols, recipe.config.mode, config=recipe.config,
-                          train_config=tc, dev_records=[records[i] for i in dev], label_range=label_range,
-                          lower_cache=cache)
-            hist = list(model.module.history)
+            model = fit([records[i] for i in trn], label_cols, recipe.config.mode, config=recipe.config,
+                        train_config=tc, dev_records=[records[i] for i in dev], label_range=label_range,
+                        lower_cache=cache)
+            hist = list(model.card["validation_history"])
             histories.append(hist)
             if on_fold is not None and hist:
                 on_fold(recipe.name, f, hist[-1])

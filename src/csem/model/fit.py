@@ -1,21 +1,22 @@
-"""From labelled records to a trained student: the one path of ``csem train``, :func:`csem.train` and
+"""From labelled records to a trained student: the one path of ``csem train``, `csem.train` and
 the pipeline's train stage, so the three produce the same model from the same data and settings.
 
-:func:`training_set` turns labelled rows and a label specification into what
-:func:`csem.model.train.train` takes: the label columns (one head each), their declared scales,
+`training_set` turns labelled rows and a label specification into what the training steps
+(`csem.model.train`) take: the label columns (one head each), their declared scales,
 the judged pairs of a preference file, and the metric card's ``labels`` entry. It covers
 
 * **one judge** (``judge.coherence,judge.relevance``): the columns as they are, the scale from
   ``label_range`` or the provenance ``csem annotate`` wrote beside its output
-  (:func:`csem.pipeline.annotate.read_provenance`), else inferred by training;
+  (`csem.pipeline.annotate.read_provenance`), else inferred by training;
 * **several judges** (``a+b`` in a wide file, or a long file with ``judge_col``): pivoted,
-  normalised per judge and combined as :mod:`csem.model.labels` defines (``normalise``,
+  normalised per judge and combined as `csem.model.labels` defines (``normalise``,
   ``combine``), the combination recorded in the card (``combine="heads"``: the card's
   ``labels.ensembles`` make the scoring path add the aspect's score, the mean of its heads);
 * **preference pairs** (``pairs=True``, a file of ``csem annotate --compare``): the ranking loss of
-  Eq. 3 on the judged pairs (:mod:`csem.model.preferences`).
+  Eq. 3 on the judged pairs (`csem.model.preferences`).
 
-:func:`fit` is :func:`training_set` then :func:`csem.model.train.train`, the card entries, and saving.
+`fit`, the one training entry, is `training_set` then the training steps, the card entries,
+and saving.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from csem.model.labels import LabelSpecError, parse_label_spec
 
 @dataclass
 class TrainingSet:
-    """What :func:`training_set` prepared for :func:`csem.model.train.train`.
+    """What `training_set` prepared for the training steps (`csem.model.train.train_student`).
 
     Attributes:
         records, dev_records: the rows to train on (and validate on, or None), with the label
@@ -65,7 +66,7 @@ def label_columns(label_col: str | Sequence[str]) -> list[str]:
     return [c for g in parse_label_spec(label_col) for c in g]
 
 
-def training_set(records: Sequence[Mapping[str, Any]], label_col: str | Sequence[str], *,
+def training_set(records: Sequence[Mapping[str, Any]], label_col: str | Sequence[str] | Sequence[Sequence[str]], *,
                  dev_records: Sequence[Mapping[str, Any]] | None = None, judge_col: str | None = None,
                  normalise: str = "none", combine: str = "mean", pairs: bool = False,
                  label_range: tuple[float, float] | Mapping[str, tuple[float, float]] | None = None,
@@ -81,7 +82,7 @@ def training_set(records: Sequence[Mapping[str, Any]], label_col: str | Sequence
             of one aspect joined with ``+``; with ``judge_col``, one column per aspect.
         dev_records: rows for per-epoch validation (prepared as ``records``).
         judge_col: a long file's column naming each row's judge (one row per candidate and judge).
-        normalise: ``none`` | ``zscore`` | ``rank``, per judge (:func:`csem.model.labels.normalise_values`).
+        normalise: ``none`` | ``zscore`` | ``rank``, per judge (`csem.model.labels.normalise_values`).
         combine: ``mean`` (one label per aspect) | ``heads`` (one head per judge).
         pairs: ``records`` is a preference file: train on the pairs (Eq. 3).
         label_range: the declared scale ``(min, max)``, or per column; default: the provenance's
@@ -91,7 +92,7 @@ def training_set(records: Sequence[Mapping[str, Any]], label_col: str | Sequence
         where, dev_where: names of the data in error messages (a file path).
 
     Returns:
-        :class:`TrainingSet`.
+        `TrainingSet`.
 
     Raises:
         LabelSpecError: a bad label specification, an unknown normalisation or combination, a
@@ -158,8 +159,8 @@ def training_set(records: Sequence[Mapping[str, Any]], label_col: str | Sequence
     return TrainingSet(prep.records, dev, cols, prep.label_range, None, judge, rubric, card, notes)
 
 
-def fit(records: Sequence[Mapping[str, Any]], label_col: str | Sequence[str], *, mode: str = "ref-free",
-        out_dir: str | Path | None = None, config: Any = None, train_config: Any = None,
+def fit(records: Sequence[Mapping[str, Any]], label_col: str | Sequence[str] | Sequence[Sequence[str]],
+        mode: str = "ref-free", *, out_dir: str | Path | None = None, config: Any = None, train_config: Any = None,
         dev_records: Sequence[Mapping[str, Any]] | None = None, judge_col: str | None = None,
         normalise: str = "none", combine: str = "mean", pairs: bool = False,
         label_range: tuple[float, float] | Mapping[str, tuple[float, float]] | None = None,
@@ -167,27 +168,40 @@ def fit(records: Sequence[Mapping[str, Any]], label_col: str | Sequence[str], *,
         notes: str | None = None, where: str = "training data", dev_where: str = "dev data",
         log: Callable[[str], Any] | None = None, lower_cache: dict | None = None,
         contrast: Sequence[Mapping[str, Any]] | None = None, contrast_where: str = "contrast pairs") -> Any:
-    """Train a student on labelled rows: :func:`training_set`, :func:`csem.model.train.train`, the
-    card's ``labels`` entry, and (with ``out_dir``, on the main process only under DDP) saving.
+    """Train a student on labelled rows: the one training entry of csem (``csem train``,
+    `csem.train`, the pipeline's train stage, cross-validation and the benchmarks all call it).
+
+    It runs `training_set` (the label specification parsed once, the judges pivoted and combined,
+    preference rows converted to pairs once), the training steps of `csem.model.train` (set-up, warm
+    start, contrast stage, label stage, ensemble), the card's ``labels`` entry, and (with ``out_dir``,
+    on the main process only under DDP) saving.
 
     Args:
         records, label_col, dev_records, judge_col, normalise, combine, pairs, label_range,
-            provenance, judge, rubric, where, dev_where: as :func:`training_set`.
+            provenance, judge, rubric, where, dev_where: as `training_set` (``label_col`` may be
+            already parsed: one list of columns per aspect).
         mode: ``ref-free`` | ``ref-based`` | ``fluency`` | ``fluency-ref``.
         out_dir: the model folder to write (None: only return the model).
-        config, train_config: :class:`csem.model.ModelConfig` / :class:`csem.model.TrainConfig`
+        config, train_config: `csem.model.ModelConfig` / `csem.model.TrainConfig`
             (None: their defaults, the cross-validated recipe).
         notes: free text for the metric card. log: called with each line of
-            :attr:`TrainingSet.notes` (e.g. ``print``). lower_cache, contrast, contrast_where: see :func:`csem.model.train.train`.
+            ``TrainingSet.notes`` (e.g. ``print``); the card keeps them under ``training.data_notes``.
+        lower_cache: with ``train_layers``, a dict shared by runs with the same encoder and layers
+            (cross-validation folds): the frozen lower layers' token states are computed once for all.
+        contrast: rule-made (better, worse) pair rows (`csem.data.contrasts`) ranked before the labels
+            (``TrainConfig.contrast_epochs``) and mixed into label training (``contrast_mix``); without
+            them ``TrainConfig.contrast_per_record`` makes pairs from the training rows.
+        contrast_where: the pairs' file, named in errors.
 
     Returns:
-        The trained :class:`csem.model.EvaluationModel`.
+        The trained `csem.model.EvaluationModel` (best dev epoch with a dev set, else the last).
 
     Raises:
-        as :func:`training_set` and :func:`csem.model.train.train` (``TrainingDataError`` for bad
-        rows, before training starts).
+        TrainingDataError: bad rows, before training starts. LabelSpecError: a bad label specification.
+        InputError: a bad setting (``train_layers`` beyond the encoder, an initial model of another
+            architecture).
     """
-    from csem.model.train import is_global_zero, train
+    from csem.model.train import is_global_zero, train_student
 
     ts = training_set(records, label_col, dev_records=dev_records, judge_col=judge_col, normalise=normalise,
                       combine=combine, pairs=pairs, label_range=label_range, provenance=provenance, judge=judge,
@@ -195,15 +209,23 @@ def fit(records: Sequence[Mapping[str, Any]], label_col: str | Sequence[str], *,
     for line in ts.notes:
         if log is not None:
             log(line)
-    model = train(ts.records, ts.label_cols, mode, out_dir=None, config=config, train_config=train_config,
-                  dev_records=ts.dev_records, label_range=ts.label_range, judge=ts.judge, rubric=ts.rubric,
-                  notes=notes, preferences=ts.preferences, lower_cache=lower_cache, contrast=contrast,
-                  contrast_where=contrast_where)
-    if ts.card_labels is not None:
-        model.card["labels"] = ts.card_labels
+    model = train_student(ts.records, ts.label_cols, mode, config, train_config, ts.dev_records,
+                          label_range=ts.label_range, preferences=ts.preferences, lower_cache=lower_cache,
+                          provenance={"judge": ts.judge, "rubric": ts.rubric, "notes": notes},
+                          contrast=contrast, contrast_where=contrast_where)
+    _card_entries(model.card, ts)
     if out_dir is not None and is_global_zero():
         model.save(out_dir)
     return model
+
+
+def _card_entries(card: dict, ts: TrainingSet) -> None:
+    """The training set's entries of a metric card: ``labels`` (several judges, judged pairs) and the
+    decisions taken from the data (``training.data_notes``)."""
+    if ts.card_labels is not None:
+        card["labels"] = ts.card_labels
+    if ts.notes:
+        card.setdefault("training", {})["data_notes"] = list(ts.notes)
 
 
 __all__ = ["LabelSpecError", "TrainingSet", "fit", "label_columns", "training_set"]

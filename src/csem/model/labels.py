@@ -8,18 +8,18 @@ explicit:
 * **Where the labels are.** *Wide*: several label columns for one aspect in the same row, joined
   with ``+`` in a label specification: ``judge.coherence@gpt-4+judge.coherence@chatgpt`` (one item
   per aspect, items separated by commas). *Long*: one row per (candidate, judge) with a judge-name
-  column; :func:`pivot_long` turns it into wide rows, one per candidate (rows are matched on
+  column; `pivot_long` turns it into wide rows, one per candidate (rows are matched on
   ``source``, ``candidate`` and ``reference`` text; the judge column's values become the
   ``@<judge>`` suffix of the label columns).
-* **Normalisation per judge** (:func:`normalise_values`), over the rows given (the training
+* **Normalisation per judge** (`normalise_values`), over the rows given (the training
   set): ``none``; ``zscore`` ``(y - mean) / std`` (population std); ``rank`` the average rank
   mapped onto [0, 1] (``(rank - 1) / (n - 1)``, ties share their mean rank; scipy.stats.rankdata).
   Each is a monotone map per judge, so a single judge's ranking is unchanged; what changes is how
   several judges weigh in a mean.
-* **Combination** (:func:`prepare_labels`): ``mean`` writes one column per aspect, the mean of
+* **Combination** (`prepare_labels`): ``mean`` writes one column per aspect, the mean of
   the judges that rated the row (a judge that did not is skipped, not counted as 0); ``heads``
   keeps one label column per judge, so the student learns one head per judge over a shared encoder
-  and the score of the aspect is the mean of its heads (:func:`ensemble_scores`).
+  and the score of the aspect is the mean of its heads (`ensemble_scores`).
 """
 
 from __future__ import annotations
@@ -39,12 +39,17 @@ class LabelSpecError(InputError):
     """A label specification or multi-judge file cannot be used; the message names what and where."""
 
 
-def parse_label_spec(spec: str | Sequence[str]) -> list[list[str]]:
+def parse_label_spec(spec: str | Sequence[str] | Sequence[Sequence[str]]) -> list[list[str]]:
     """``"a+b,c"`` -> ``[["a", "b"], ["c"]]``: one list of judge columns per aspect.
+
+    A specification already parsed (a list of column lists, what this function returns) is returned as
+    it is, so callers parse the user's text once and pass the groups on.
 
     Raises:
         LabelSpecError: an empty item or a column named twice.
     """
+    if not isinstance(spec, str) and spec and all(isinstance(g, (list, tuple)) for g in spec):
+        return [list(g) for g in spec]
     items = spec.split(",") if isinstance(spec, str) else list(spec)
     groups = []
     for item in items:
@@ -60,7 +65,7 @@ def parse_label_spec(spec: str | Sequence[str]) -> list[list[str]]:
 
 
 def judge_column(col: str, judge: str | None) -> str:
-    """``col`` tagged with ``judge`` through the column grammar (:mod:`csem.data.columns`):
+    """``col`` tagged with ``judge`` through the column grammar (`csem.data.columns`):
     ``judge.coherence`` + ``gpt-4`` -> ``judge.coherence@gpt-4``; ``judge=None`` drops the tag
     (``judge.coherence@gpt-4`` -> ``judge.coherence``); a tagged column keeps its tag before the
     judge's (``judge.coherence@x`` + ``y`` -> ``judge.coherence@x@y``). A column outside the grammar
@@ -171,14 +176,14 @@ def normalise_values(values: Sequence[float | None], method: str) -> list[float 
 
 @dataclass
 class PreparedLabels:
-    """What :func:`prepare_labels` produced.
+    """What `prepare_labels` produced.
 
     Attributes:
         records: copies of the input rows with the training label columns.
         label_cols: the columns to train on (one per aspect for ``mean``, one per judge for ``heads``).
         label_range: the scale to declare for them (None: let training infer it from the data).
         ensembles: ``heads`` only: aspect column -> its judge columns (the aspect's score is the mean
-            of their heads on the normalised scale, :func:`ensemble_scores`).
+            of their heads on the normalised scale, `ensemble_scores`).
         info: per judge column: rows rated, and the statistics used (mean/std for ``zscore``).
     """
 
@@ -196,15 +201,15 @@ def prepare_labels(records: Sequence[Mapping[str, Any]], groups: Sequence[Sequen
     """Normalise each judge's column, then combine the judges of each aspect.
 
     Args:
-        records: wide rows (see :func:`pivot_long` for long files).
-        groups: per aspect, its judge columns (:func:`parse_label_spec`); a group of one is a
+        records: wide rows (see `pivot_long` for long files).
+        groups: per aspect, its judge columns (`parse_label_spec`); a group of one is a
             single judge.
         normalise: ``none`` | ``zscore`` | ``rank`` (per judge column, over ``records``).
         combine: ``mean`` (one column per aspect) | ``heads`` (one head per judge column).
         label_range: the judges' declared scale (for ``none``): one ``(min, max)`` or per column.
 
     Returns:
-        :class:`PreparedLabels`. Scales: ``none`` keeps the declared range (judges of one aspect
+        `PreparedLabels`. Scales: ``none`` keeps the declared range (judges of one aspect
         must then share it); ``rank`` declares [0, 1]; ``zscore`` leaves the range to be inferred.
 
     Raises:
@@ -311,8 +316,8 @@ def ensemble_value(head_scores: Mapping[str, float | None], heads: Sequence[str]
                    scales: Mapping[str, tuple[float, float]]) -> float | None:
     """The separate-heads score of one aspect for one record: the mean over ``heads`` of
     ``(score - min) / (max - min)`` (each head mapped to [0, 1] by its scale); heads without a score
-    (None or absent) are skipped; None when no head scored. Used by :func:`ensemble_scores` and the
-    student's scoring path (:mod:`csem.model.scoring`)."""
+    (None or absent) are skipped; None when no head scored. Used by `ensemble_scores` and the
+    student's scoring path (`csem.model.scoring`)."""
     vs = []
     for h in heads:
         v = head_scores.get(h)

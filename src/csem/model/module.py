@@ -1,20 +1,16 @@
 """The one LightningModule of csem's learned metric: encoder + feature combination + one head per aspect.
 
 Forward pass (CSEM paper Sec. IV-B, COMET estimator): embed each distinct text of the batch once
-(:class:`csem.model.batching.Batch`), gather ``h_y``/``h_x``/``h_ref`` by index, combine them
-(Eq. 9 / Eq. 10, :mod:`csem.model.features`), run every aspect's feed-forward head, and aggregate
-the per-reference predictions of a record (``max`` or ``mean``). Training (loss, optimiser with
-separate encoder/head learning rates and layer-wise decay, frozen warm-up) and dev validation
-(Kendall/Spearman/Pearson vs labels and vs ``human.*``) live here too, so Lightning's Trainer
-supplies the loop, devices, precision and distribution.
+(`csem.model.batching.Batch`), gather ``h_y``/``h_x``/``h_ref`` by index, combine them
+(Eq. 9 / Eq. 10, `csem.model.features`), run every aspect's feed-forward head, and aggregate
+the per-reference predictions of a record (``max`` or ``mean``). The configured loss lives here too;
+the training steps (optimiser, frozen warm-up, dev validation) and a run's state live in
+`csem.model.train.StageTask`, the LightningModule that Lightning's Trainer fits around this one.
 """
 
 from __future__ import annotations
 
-import logging
 import math
-import time
-from typing import Any, Mapping, Sequence
 
 import lightning as L
 import torch
@@ -27,8 +23,6 @@ from csem.model.encoder import build_encoder
 from csem.model.features import combine, feature_size, overlap_size
 from csem.model.heads import FeedForward
 from csem.model.losses import expected_value, mse_loss, pairwise_ranking_loss, star_ce_loss
-
-log = logging.getLogger("csem.model")
 
 
 def bounded(x: Tensor, margin: float = 0.05) -> Tensor:
@@ -46,10 +40,10 @@ def bounded(x: Tensor, margin: float = 0.05) -> Tensor:
 
 
 class EvaluationModule(L.LightningModule):
-    """Encoder, heads, losses and the training/validation steps.
+    """Encoder, heads and the loss of the learned metric (trained through `csem.model.train.StageTask`).
 
     Args:
-        config: the architecture (:class:`ModelConfig`, with its ``labels``).
+        config: the architecture (`ModelConfig`, with its ``labels``).
         train_config: optimisation settings (only needed to train).
         encoder_path: where to load the encoder from (default ``config.encoder``; a saved model
             passes its own ``encoder/`` folder).
@@ -100,11 +94,6 @@ class EvaluationModule(L.LightningModule):
         self._frozen = False
         self._cache: dict[str, Tensor] = {}
         self.split_layer = 0  # > 0 while training only the layers above it (see freeze_lower)
-        self._lower_cache: dict[str, Tensor] = {}
-        self.frozen_steps = 0
-        self.dev_records: Sequence[Mapping[str, Any]] | None = None
-        self.history: list[dict] = []
-        self._val_scores: dict[str, list[float]] = {}
 
     def init_overlap_heads(self, batch: Batch, ridge: float = 1e-3) -> None:
         """Start the lexical features' output term where a model of the features alone ends; the
@@ -118,7 +107,7 @@ class EvaluationModule(L.LightningModule):
         ``feature_prefit_lr``, weight decay 1e-3).
 
         Args:
-            batch: all training records as one :class:`Batch` (with ``overlap``, ``labels``, ``mask``);
+            batch: all training records as one `Batch` (with ``overlap``, ``labels``, ``mask``);
                 each record's first (candidate, reference) pair is used.
             ridge: L2 penalty on the weights (not the bias) of the linear fit.
 
@@ -180,7 +169,7 @@ class EvaluationModule(L.LightningModule):
 
         Args:
             other: a trained module whose config has the same architecture
-                (:meth:`csem.model.config.ModelConfig.architecture_differences` is empty).
+                (`csem.model.config.ModelConfig.architecture_differences` is empty).
 
         Returns:
             ``{aspect of this model: aspect of other it starts from}`` (fresh aspects absent).
@@ -227,21 +216,20 @@ class EvaluationModule(L.LightningModule):
 
     def freeze_lower(self, k: int) -> None:
         """Train only the encoder layers above layer ``k``: the embedding layer and layers ``0..k-1``
-        get no gradient, and each distinct text's token states after them are computed once (no
-        dropout) and cached for the rest of training (``TrainConfig.train_layers``)."""
+        get no gradient, and each distinct text's token states after them are computed without dropout
+        (cached by the caller: the ``lower`` argument of `forward`; ``TrainConfig.train_layers``)."""
         self.split_layer = k
         for p in self.encoder.lower_parameters(k):
             p.requires_grad_(False)
 
     def release_lower(self) -> None:
-        """End partial fine-tuning: drop the token-state cache and run the whole encoder again."""
+        """End partial fine-tuning: run the whole encoder again."""
         self.split_layer = 0
-        self._lower_cache.clear()
 
-    def _embed_split(self, texts: list[str], chunk: dict[str, Tensor]) -> Tensor:
+    def _embed_split(self, texts: list[str], chunk: dict[str, Tensor], lower: dict[str, Tensor]) -> Tensor:
         k = self.split_layer
         mask = chunk["attention_mask"]
-        todo = [i for i, t in enumerate(texts) if t not in self._lower_cache]
+        todo = [i for i, t in enumerate(texts) if t not in lower]
         if todo:
             was = self.encoder.training
             self.encoder.eval()
@@ -249,20 +237,25 @@ class EvaluationModule(L.LightningModule):
                 h = self.encoder.lower(chunk["input_ids"][todo], mask[todo], k)
             self.encoder.train(was)
             for row, i in enumerate(todo):
-                self._lower_cache[texts[i]] = h[row, : int(mask[i].sum())].clone()
-        states = [self._lower_cache[t] for t in texts]
+                lower[texts[i]] = h[row, : int(mask[i].sum())].clone()
+        states = [lower[t] for t in texts]
         hidden = states[0].new_zeros((len(texts), mask.shape[1], states[0].shape[-1]))
         for i, st in enumerate(states):
             hidden[i, : st.shape[0]] = st
         return self.encoder.upper(hidden, mask, k)
 
-    def embed(self, batch: Batch) -> Tensor:
-        """Pooled embeddings ``[n_texts, d]`` of the batch's distinct texts, in pool order."""
+    def embed(self, batch: Batch, lower: dict[str, Tensor] | None = None) -> Tensor:
+        """Pooled embeddings ``[n_texts, d]`` of the batch's distinct texts, in pool order.
+
+        Args:
+            batch: the batch. lower: with the lower layers frozen (`freeze_lower`), the cache of
+                their token states by text, filled as texts come (None: a cache for this call only).
+        """
         outs = []
         for (lo, hi), chunk in zip(batch.bounds, batch.chunks):
             texts = batch.texts[lo:hi]
             if self.split_layer and not self._frozen:
-                outs.append(self._embed_split(texts, chunk).float())
+                outs.append(self._embed_split(texts, chunk, {} if lower is None else lower).float())
                 continue
             if self._frozen and all(t in self._cache for t in texts):
                 outs.append(torch.stack([self._cache[t] for t in texts]))
@@ -329,13 +322,14 @@ class EvaluationModule(L.LightningModule):
                     scores.append(s.mean(0))
         return torch.stack(scores), (torch.stack(logps) if ce else None)
 
-    def forward(self, batch: Batch) -> tuple[Tensor, Tensor | None]:
-        """Normalised scores ``[B, A]`` in (about) [0, 1], and ``ce`` log-probabilities or None."""
-        return self.aggregate(self.head_outputs(self.embed(batch), batch), batch.pair_counts)
+    def forward(self, batch: Batch, lower: dict[str, Tensor] | None = None) -> tuple[Tensor, Tensor | None]:
+        """Normalised scores ``[B, A]`` in (about) [0, 1], and ``ce`` log-probabilities or None
+        (``lower``: see `embed`)."""
+        return self.aggregate(self.head_outputs(self.embed(batch, lower), batch), batch.pair_counts)
 
     def denormalise(self, norm: Tensor) -> Tensor:
         """Map normalised scores ``[..., A]`` back to each aspect's scale: ``min + b(s) * (max - min)``,
-        where ``b`` (:func:`bounded`) keeps the score inside the scale without changing any ranking. A
+        where ``b`` (`bounded`) keeps the score inside the scale without changing any ranking. A
         model trained with the ``pairwise`` loss alone has relative scores (no scale): ``b`` is the
         identity there."""
         lo = torch.tensor([s.min for s in self.config.labels], dtype=norm.dtype, device=norm.device)
@@ -344,19 +338,7 @@ class EvaluationModule(L.LightningModule):
             norm = bounded(norm)
         return lo + norm * (hi - lo)
 
-    # ---- training ---------------------------------------------------------------------------
-    def loss(self, batch: Batch) -> Tensor:
-        score, logp = self(batch)
-        if getattr(self, "preferences", None) is not None:  # judged pairs (csem.model.preferences), Eq. 3
-            return self.preferences.loss(score, batch.ids)
-        loss = self._rating_loss(score, logp, batch)
-        contrast = getattr(self, "contrast_batches", None)
-        if contrast is not None:  # rehearsal of the contrast pairs (TrainConfig.contrast_mix)
-            cb = next(contrast).to(self.device)
-            cscore, _ = self(cb)
-            loss = loss + self.contrast_weight * self.contrast_table.loss(cscore, cb.ids)
-        return loss
-
+    # ---- training (the steps: csem.model.train.StageTask) ------------------------------------
     def _rating_loss(self, score: Tensor, logp: Tensor | None, batch: Batch) -> Tensor:
         """The configured loss of scores ``[B, A]`` (or ``ce`` log-probabilities) against the batch's labels."""
         if self.config.loss == "ce":
@@ -368,65 +350,3 @@ class EvaluationModule(L.LightningModule):
             loss = loss + self.config.pairwise_weight * pairwise_ranking_loss(score, batch.labels, batch.mask,
                                                                               batch.group)
         return loss
-
-    def on_train_batch_start(self, batch: Batch, batch_idx: int) -> None:
-        if self.global_step < self.frozen_steps:
-            if not self._frozen:
-                self.freeze_encoder()
-            self.encoder.eval()  # Lightning switches the whole module to train mode every epoch
-        elif self._frozen:
-            self.unfreeze_encoder()
-
-    def on_train_epoch_start(self) -> None:
-        self._epoch_t0 = time.perf_counter()
-
-    def on_train_epoch_end(self) -> None:
-        log.info("%sepoch %d: %d steps so far, %.0f s, encoder %s",
-                 "contrast pretraining " if getattr(self, "contrast_phase", False) else "", self.current_epoch,
-                 self.global_step,
-                 time.perf_counter() - getattr(self, "_epoch_t0", time.perf_counter()),
-                 "frozen" if self._frozen else "trained")
-
-    def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
-        loss = self.loss(batch)
-        self.log("train_loss", loss, batch_size=len(batch.ids), prog_bar=True)
-        return loss
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        tc = self.train_config
-        groups = self.encoder.layer_groups()
-        n = len(groups)
-        params = [{"params": g, "lr": tc.lr * tc.layerwise_decay ** (n - 1 - i)} for i, g in enumerate(groups)]
-        if self.split_layer:  # frozen lower layers: leave them out of the optimiser
-            params = [{**g, "params": [p for p in g["params"] if p.requires_grad]} for g in params]
-            params = [g for g in params if g["params"]]
-        params.append({"params": list(self.heads.parameters()), "lr": tc.head_lr})
-        if self.overlap_heads is not None:
-            params.append({"params": list(self.overlap_heads.parameters()), "lr": tc.head_lr})
-        return torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay)
-
-    # ---- validation -------------------------------------------------------------------------
-    def on_validation_epoch_start(self) -> None:
-        self._val_scores = {}
-
-    def validation_step(self, batch: Batch, batch_idx: int) -> None:
-        score, _ = self(batch)
-        raw = self.denormalise(score.float()).cpu()
-        for i, rid in enumerate(batch.ids):
-            self._val_scores[rid] = raw[i].tolist()
-
-    def on_validation_epoch_end(self) -> None:
-        if not self.dev_records or self.trainer.sanity_checking:
-            return
-        from csem.model.validation import dev_correlations
-
-        report = dev_correlations(self._val_scores, self.dev_records, self.config.labels)
-        monitor = report["mean"][self.train_config.monitor]
-        report["epoch"] = int(self.current_epoch)
-        report["global_step"] = int(self.global_step)
-        self.history.append(report)
-        log.info("epoch %d dev (%s level) vs labels: %s", self.current_epoch, report["level"],
-                 ", ".join(f"{k} {v:.3f}" for k, v in report["mean"].items()))
-        self.log("val_monitor", -1.0 if math.isnan(monitor) else monitor, prog_bar=True)
-        for key, value in report["mean"].items():
-            self.log(f"val_{key}", -1.0 if value is None or math.isnan(value) else value)

@@ -3,7 +3,7 @@
 Every record ``(source, candidate[, reference])`` yields within-source preference pairs
 ``(better = the candidate, worse = a perturbed copy)`` for each aspect, with the perturbation's name,
 a severity in (0, 1] and a short description of the edit. The pairs are written in the preference-file
-layout that ``csem train --pairs`` reads (:mod:`csem.model.preferences`): ``id_a``/``candidate_a`` is
+layout that ``csem train --pairs`` reads (`csem.model.preferences`): ``id_a``/``candidate_a`` is
 the better text, ``id_b``/``candidate_b`` the worse one, and ``judge.<aspect>`` = 1.0 (``a`` is better
 than ``b`` on that aspect; the other aspects' columns are absent, so a row teaches one head only)::
 
@@ -14,35 +14,35 @@ than ``b`` on that aspect; the other aspects' columns are absent, so a row teach
 Perturbation families (each function ``f(text, rng, ctx) -> Perturbed | None`` is pure: the output
 depends only on its arguments; None when the text offers nothing to perturb, never an unchanged text):
 
-* coherence (:mod:`csem.data.contrasts.coherence`): :func:`sentence_shuffle`, :func:`sentence_move`, :func:`connective_swap`,
-  :func:`connective_drop`, :func:`connective_insert`. Source: UniEval's rule-based coherence
+* coherence (`csem.data.contrasts.coherence`): `sentence_shuffle`, `sentence_move`, `connective_swap`,
+  `connective_drop`, `connective_insert`. Source: UniEval's rule-based coherence
   negative samples (Zhong et al. 2022, "Towards a Unified Multi-Dimensional Evaluator for Text
   Generation": disordered or foreign sentences make an incoherent text) and discourse-connective
   corruption.
-* consistency: :func:`entity_swap`, :func:`number_swap`, :func:`date_swap`, :func:`negation`,
-  :func:`foreign_sentence`, :func:`subject_swap`. Source: FactCC's transformations (entity, number,
+* consistency: `entity_swap`, `number_swap`, `date_swap`, `negation`,
+  `foreign_sentence`, `subject_swap`. Source: FactCC's transformations (entity, number,
   date and pronoun swaps drawn from the source, sentence negation; Kryscinski et al. 2020,
   "Evaluating the Factual Consistency of Abstractive Text Summarization") and UniEval's
   consistency negatives (Zhong et al. 2022).
-* fluency: :func:`word_drop`, :func:`word_double`, :func:`word_swap`, :func:`char_noise`,
-  :func:`sentence_cut`. Source: BLEURT's pre-training perturbations (word dropping; Sellam et al.
+* fluency: `word_drop`, `word_double`, `word_swap`, `char_noise`,
+  `sentence_cut`. Source: BLEURT's pre-training perturbations (word dropping; Sellam et al.
   2020, "BLEURT: Learning Robust Metrics for Text Generation") and SEScore's
   severity-graded insert/delete/replace/swap errors (Xu et al. 2022, "Not All Errors are Equal:
   Learning Text Generation Metrics using Stratified Error Synthesis").
-* relevance: :func:`peripheral_swap`, :func:`redundancy`, :func:`off_topic`, :func:`truncation`.
+* relevance: `peripheral_swap`, `redundancy`, `off_topic`, `truncation`.
   Source: UniEval's relevance negatives (Zhong et al. 2022: key content removed or replaced by
   irrelevant sentences) and SEScore's deletion errors (Xu et al. 2022).
-* degenerate texts, for every aspect: :func:`empty`, :func:`whitespace`, :func:`few_tokens`,
-  :func:`repeated_token`; for coherence and fluency :func:`word_shuffle`; for relevance only
-  :func:`source_copy` (a copy of the source is consistent and fluent, but not a summary). Severity 1.
-  :func:`sanity_cases` builds the sanity suite's degenerate candidates from one real candidate.
+* degenerate texts, for every aspect: `empty`, `whitespace`, `few_tokens`,
+  `repeated_token`; for coherence and fluency `word_shuffle`; for relevance only
+  `source_copy` (a copy of the source is consistent and fluent, but not a summary). Severity 1.
+  `sanity_cases` builds the sanity suite's degenerate candidates from one real candidate.
 
 Severity (0-1) grows with the extent of the damage: each function's docstring gives its formula
 (SEScore grades errors minor/major; here the grade is continuous). It is recorded, not used by
 ``csem train --pairs`` (every pair has target 1.0).
 
-Text tools (sentence splitting, word spans, surface style) live in [`csem.data.text`][]; named entities,
-numbers and dates are found as :mod:`csem.data.contrasts.consistency` describes.
+Text tools (sentence splitting, word spans, surface style) live in `csem.data.text`; named entities,
+numbers and dates are found as `csem.data.contrasts.consistency` describes.
 
 Determinism: every random choice comes from a ``random.Random`` seeded with a hash of
 ``(seed, record key, perturbation name)`` (the record key is its ``id``, else a hash of its texts),

@@ -1,6 +1,6 @@
-"""What every contrast family shares: the aspects, the result of a perturbation (:class:`Perturbed`),
-what it may draw from besides the text (:class:`Context`), severities, and the seeded random draws
-(:func:`rng_for`: SHA-256 of ``(seed, record key, name)``, so a record's pairs do not depend on the order
+"""What every contrast family shares: the aspects, the result of a perturbation (`Perturbed`),
+what it may draw from besides the text (`Context`), severities, and the seeded random draws
+(`rng_for`: SHA-256 of ``(seed, record key, name)``, so a record's pairs do not depend on the order
 of the records)."""
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ def sentence_move(text: str, rng: random.Random, ctx: Context) -> Perturbed | No
     """Coherence: one sentence moved to another position (the rest keep their order).
 
     Needs >= 2 sentences. Severity: normalised Kendall distance of the new order (as in
-    :func:`sentence_shuffle`) plus 0.2, at most 1.
+    `sentence_shuffle`) plus 0.2, at most 1.
     """
     sents, seps = split_with_separators(text)
     n = len(sents)
@@ -95,7 +95,7 @@ def _is_connective(text: str, m: re.Match) -> bool:
 
 def connective_swap(text: str, rng: random.Random, ctx: Context) -> Perturbed | None:
     """Coherence: one discourse connective replaced by one of another relation (``however`` ->
-    ``therefore``, ``because`` -> ``although``; :data:`CONNECTIVE_SWAPS`), capitalisation kept. Words
+    ``therefore``, ``because`` -> ``although``; `CONNECTIVE_SWAPS`), capitalisation kept. Words
     that are connectives only sometimes (``so``, ``first``, ``while`` ...) count at a sentence start
     or after a comma only.
 

@@ -59,7 +59,7 @@ def _date_kind(s: str) -> tuple[str, str]:
 
 def number_swap(text: str, rng: random.Random, ctx: Context) -> Perturbed | None:
     """Consistency: a number of the candidate replaced by a different number that occurs in the source
-    (FactCC's number swap, Kryscinski et al. 2020). Years are left to :func:`date_swap`; number words
+    (FactCC's number swap, Kryscinski et al. 2020). Years are left to `date_swap`; number words
     (``two`` .. ``ninety``, ``dozen``) count as numbers.
 
     Needs a number in the text and a source number of another value. Severity 0.7.

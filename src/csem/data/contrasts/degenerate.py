@@ -1,5 +1,5 @@
 """Degenerate texts (empty, whitespace, a few tokens, one token repeated, the source copied, words
-shuffled, cut mid-sentence; severity 1) and the sanity suite's degenerate candidates (:func:`sanity_cases`)."""
+shuffled, cut mid-sentence; severity 1) and the sanity suite's degenerate candidates (`sanity_cases`)."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ from csem.data.text import TOKEN, same_words, surface_style, word_spans
 
 def empty(text: str, rng: random.Random, ctx: Context) -> Perturbed | None:
     """Degenerate: the empty text. Severity 1. (``csem train --pairs`` rejects empty candidates, so
-    :func:`make_pairs` leaves it out unless ``include_empty=True``.)"""
+    `make_pairs` leaves it out unless ``include_empty=True``.)"""
     return Perturbed("", 1.0, "empty") if text.strip() else None
 
 
 def whitespace(text: str, rng: random.Random, ctx: Context) -> Perturbed | None:
     """Degenerate: a text of whitespace only (a space, newlines, a tab). Severity 1. (Left out by
-    :func:`make_pairs` unless ``include_empty=True``, as :func:`empty`.)"""
+    `make_pairs` unless ``include_empty=True``, as `empty`.)"""
     return Perturbed(rng.choice([" ", "\n", "\n\n", " \t\n "]), 1.0, "whitespace") if text.strip() else None
 
 
@@ -70,8 +70,8 @@ def word_shuffle(text: str, rng: random.Random, ctx: Context) -> Perturbed | Non
 
 def truncate_mid(text: str, rng: random.Random, ctx: Context) -> Perturbed | None:
     """The text cut in the middle of a sentence at 30-70 % of its words, everything after dropped (the
-    sanity suite's "truncated mid-sentence"; not drawn by :func:`make_pairs`: :func:`sentence_cut` and
-    :func:`truncation` cover it). Needs >= 6 words. Severity ``0.3 + 0.7 * removed / words``."""
+    sanity suite's "truncated mid-sentence"; not drawn by `make_pairs`: `sentence_cut` and
+    `truncation` cover it). Needs >= 6 words. Severity ``0.3 + 0.7 * removed / words``."""
     spans = word_spans(text)
     if len(spans) < 6:
         return None
@@ -93,10 +93,10 @@ def sanity_cases(candidate: str, *, source: str = "", other_summary: str | None 
                  seed: int = 0, key: str = "") -> dict[str, str]:
     """Degenerate candidates for a metric's sanity check, built from one real candidate of a source.
 
-    Returns ``{case: text}`` for the cases of :data:`SANITY_CASES` that apply: ``empty`` (``""``),
+    Returns ``{case: text}`` for the cases of `SANITY_CASES` that apply: ``empty`` (``""``),
     ``whitespace`` (``" \n"``), ``one_token`` (the candidate's first word), ``repeated_token`` (its most
-    frequent word x 100), ``truncated`` (cut mid-sentence, :func:`truncate_mid`), ``words_shuffled``
-    (:func:`word_shuffle`), ``other_summary`` (given: a candidate written for another source),
+    frequent word x 100), ``truncated`` (cut mid-sentence, `truncate_mid`), ``words_shuffled``
+    (`word_shuffle`), ``other_summary`` (given: a candidate written for another source),
     ``source_copy`` (the whole source; only meaningful for relevance). A case whose input is missing
     or too short (no source, a two-word candidate) is left out. Deterministic given ``seed`` and ``key``.
     """

@@ -1,5 +1,5 @@
-"""Pair assembly: the registry of perturbations per aspect (:data:`FAMILIES`, :data:`DEGENERATE`) and
-the within-source preference pairs (:func:`make_pairs`) in the preference-file layout."""
+"""Pair assembly: the registry of perturbations per aspect (`FAMILIES`, `DEGENERATE`) and
+the within-source preference pairs (`make_pairs`) in the preference-file layout."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def make_pairs(
         records: csem records with ``source`` and ``candidate`` (records with an empty candidate are
             skipped; without a source, the source-based perturbations find nothing); optional ``id``,
             ``doc_id``, ``system_id``, ``reference`` (copied into the pairs).
-        aspects: subset of :data:`ASPECTS`.
+        aspects: subset of `ASPECTS`.
         per_record: pairs per record and aspect (>= 1).
         seed: the seed of every draw.
         include_empty: also the empty and whitespace texts (``csem train --pairs`` rejects them).
@@ -208,8 +208,8 @@ def reference_records(records: Iterable[Mapping[str, Any]]) -> list[dict]:
 
 
 def pairs_by_aspect(records: Iterable[Mapping[str, Any]], **kwargs: Any) -> dict[str, list[dict]]:
-    """:func:`make_pairs` split by aspect: ``{aspect: [pair, ...]}`` for every requested aspect (an
-    aspect without pairs maps to an empty list). Keyword arguments are those of :func:`make_pairs`."""
+    """`make_pairs` split by aspect: ``{aspect: [pair, ...]}`` for every requested aspect (an
+    aspect without pairs maps to an empty list). Keyword arguments are those of `make_pairs`."""
     aspects = list(kwargs.get("aspects", ASPECTS))
     out: dict[str, list[dict]] = {a: [] for a in aspects}
     for p in make_pairs(records, **kwargs):
