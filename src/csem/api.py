@@ -91,7 +91,8 @@ def judge(data: Any, rubric: str | Sequence[str], judge: str = "local", *, mode:
 def annotate(data: Any, rubric: str | Sequence[str], judge: str = "local", *, out: str | Path,
              compare: bool = False, pairs: str = "all", per_source: int | None = None,
              rating_col: str | None = None, mode: str = "probs", seed: int = 0, cache: str | Path | None = None,
-             progress: bool = False, backend_options: Mapping[str, Any] | None = None) -> dict:
+             progress: bool = False, backend_options: Mapping[str, Any] | None = None, repeatability: float = 0.0,
+             repeat_rubrics: str | Sequence[str] | None = None, repeat_seed: int = 0) -> dict:
     """CSEM stage ii, as ``csem annotate``: judge candidates and write the labelled file with its
     provenance ``<out>.judge.json`` (judge, mode, each column's rubric and scale), which
     :func:`train` reads for the label range and the metric card.
@@ -105,9 +106,15 @@ def annotate(data: Any, rubric: str | Sequence[str], judge: str = "local", *, ou
             candidates of each source, judged in both orders; ``pairs`` (``all`` | ``random`` |
             ``balanced`` | ``adjacent``), ``per_source``, ``rating_col``, ``seed`` choose them.
         mode, cache, progress, backend_options: as :func:`judge`.
+        repeatability: share of the sources (0-1) judged a second time under a second rendering of each
+            rubric (its paraphrase, or ``repeat_rubrics``: one second rubric id or file per rubric; in
+            ``sample`` mode a second set of samples), into ``judge.<aspect>.repeat`` (never a training
+            label); writes ``<out>.repeatability.json`` with the judge's repeatability and its attenuation
+            bound ([`csem.judge.repeat`][]). repeat_seed: the draw of those sources.
 
     Returns:
-        The judge summary as a dict (total, judged, cached, failed, missing by reason, seconds).
+        The judge summary as a dict (total, judged, cached, failed, missing by reason, seconds; ``repeat``:
+        the second pass's counts).
 
     Raises:
         ValueError: no records. as :func:`csem.judge.judge_records` otherwise.
@@ -120,8 +127,11 @@ def annotate(data: Any, rubric: str | Sequence[str], judge: str = "local", *, ou
         return compare_file(recs, out, rubrics=rubrics, judge=judge, mode=mode, strategy=pairs,
                             per_source=per_source, rating_col=rating_col, seed=seed, cache=cache,
                             progress=progress, backend_options=backend_options)
+    if isinstance(repeat_rubrics, str):
+        repeat_rubrics = [r for r in repeat_rubrics.split(",") if r.strip()]
     return annotate_file(recs, out, rubrics=rubrics, judge=judge, mode=mode, cache=cache, progress=progress,
-                         backend_options=backend_options)
+                         backend_options=backend_options, repeatability=repeatability,
+                         repeat_rubrics=repeat_rubrics, repeat_seed=repeat_seed)
 
 
 def train(data: Any, label_col: str | Sequence[str], *, out_dir: str | Path | None = None, mode: str | None = None,

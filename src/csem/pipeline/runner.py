@@ -17,12 +17,19 @@ score         score every candidate with the student         ``scored.jsonl``
 meta_eval     student vs judge (and humans) on held-out      ``meta.json``,
               sources, with a 95% interval over resampled    ``baselines.json``
               sources; trivial baselines vs judge
+curve         the learning curve: the student recipe on       ``curve.json``
+              nested shares of the training sources, scored
+              on the held-out ones, and its log-linear fit
 seeds         only with ``train.seeds``: one student per     ``seeds.json``
               seed, the spread of its agreement
 rerank        only with ``rerank``: the student picks one    ``reranked.jsonl``,
               candidate per held-out source (Eq. 7/8)        ``reranked.scores.jsonl``
 mrt           only with ``mrt``: fine-tune a generator with  ``mrt/`` (``final/``,
               MRT + MLE (Eq. 12), the student as reward      ``train_log.csv``, ...)
+verdict       can the student replace the judge? one rule    ``verdict.json``, ``gate.json``
+              over the figures above (csem.report.verdict);
+              the acceptability gate's count of floored
+              real candidates; both added to the metric card
 report        markdown + HTML report with figures            ``report.md``, ``report.html``
 ============  =============================================  ===========================
 
@@ -133,6 +140,7 @@ class Pipeline:
 
     def __init__(self, config: PipelineConfig, base_dir: Path, run_dir: Path, *, progress: bool = True):
         self.cfg, self.base, self.run_dir, self.progress = config, base_dir, Path(run_dir), progress
+        self.batch_poll = 30.0  # seconds between batch status requests (annotate.batch)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.state = RunState(self.run_dir)
         self.folder = RunFolder(self.run_dir)  # labelled.jsonl, scored.jsonl, scales: each read once
@@ -215,7 +223,68 @@ class Pipeline:
         return annotate_file(self.run_dir / "candidates.jsonl", self.run_dir / "labelled.jsonl",
                              rubrics=self._rubrics(), judge=a.judge, mode=a.mode, n=a.n, temperature=a.temperature,
                              cache=self.run_dir / "judge_cache.sqlite", progress=self.progress,
-                             backend_options=a.options)
+                             backend_options=a.options, repeatability=a.repeatability,
+                             repeat_rubrics=self._rubrics(a.repeat_rubrics) if a.repeat_rubrics else None,
+                             repeat_seed=a.repeat_seed, batch=self.batch_options(), prices=a.prices)
+
+    def batch_options(self):
+        """The annotate stage's batch jobs (``annotate.batch``; state in ``labelled.jsonl.batch/``), or None."""
+        if not self.cfg.annotate.batch:
+            return None
+        from csem.judge.batch import BatchOptions
+
+        return BatchOptions(state_dir=self.run_dir / (LABELLED + ".batch"), poll=self.batch_poll)
+
+    def estimate_annotate(self, prices=None):
+        """The annotate stage's dry run ([`csem.judge.estimate_records`][]: the judgments its cache
+        lacks, their prompt tokens and cost; ``prices`` default ``annotate.prices``); nothing is sent.
+
+        Raises:
+            InputError: the collect stage has not written its candidates yet.
+        """
+        from csem.judge.runner import estimate_records
+
+        cands = self.run_dir / "candidates.jsonl"
+        if not cands.exists():
+            raise InputError(f"{cands}: no candidates yet; the annotate stage's cost is known once collect has run "
+                             "(the collect stage generates them locally)")
+        a = self.cfg.annotate
+        return estimate_records(read_records(cands), self._rubrics(), a.judge, mode=a.mode, n=a.n,
+                                temperature=a.temperature, cache=self.run_dir / "judge_cache.sqlite",
+                                backend_options=a.options, prices=prices or a.prices)
+
+    def annotate_settings(self) -> dict:
+        """The annotate settings that fingerprint the stage: backend options only when given, and the
+        settings of :data:`csem.pipeline.config.ANNOTATE_FIELDS_ADDED` only away from their defaults (runs
+        from before they existed stay done)."""
+        from csem.pipeline.config import ANNOTATE_FIELDS_ADDED, ANNOTATE_TRANSPORT_FIELDS
+
+        a = self.cfg.annotate
+        out = a.model_dump(exclude=set(ANNOTATE_TRANSPORT_FIELDS) | (set() if a.options else {"options"}))
+        for name in ANNOTATE_FIELDS_ADDED:
+            if out[name] == type(a).model_fields[name].default:
+                del out[name]
+        return out
+
+    def repeatability(self) -> dict | None:
+        """The judge's repeatability the annotate stage measured (``labelled.jsonl.repeatability.json``,
+        [`csem.judge.repeat`][]), or None without ``annotate.repeatability``."""
+        from csem.pipeline.annotate import read_repeatability
+
+        return read_repeatability(self.run_dir / LABELLED) if self.cfg.annotate.repeatability else None
+
+    def curve(self) -> dict:
+        """The learning curve ([`csem.pipeline.trust.run_curve`][]); writes ``curve.json``."""
+        from csem.pipeline.trust import run_curve
+
+        return run_curve(self)
+
+    def verdict(self) -> dict:
+        """The verdict and the gate's count ([`csem.pipeline.trust.run_verdict`][]); writes ``verdict.json``
+        and ``gate.json`` and adds both, with the judge's repeatability, to the metric card."""
+        from csem.pipeline.trust import run_verdict
+
+        return run_verdict(self)
 
     def compare(self) -> dict:
         """Judge pairs of the candidates of each training source (``split`` = train) in both orders;
@@ -349,7 +418,8 @@ class Pipeline:
         table = agreement_table(recs, self.label_cols(), human_cols=self.cfg.human_cols, bootstrap=BOOTSTRAP)
         write_json(self.run_dir / "meta.json", table)
         # what the student must beat: length, extractiveness, the system prior (no encoder at all)
-        base = baseline_rows([r for r in rows if r.get("split") == "train"], recs, self.label_cols())
+        base = baseline_rows([r for r in rows if r.get("split") == "train"], recs, self.label_cols(),
+                             bootstrap=BOOTSTRAP)
         write_json(self.run_dir / BASELINES_FILE, base)
         return {"test_rows": len(recs), "rows": len(table), "baseline_rows": len(base)}
 
@@ -438,7 +508,7 @@ class Pipeline:
     def report(self) -> dict:
         from csem.pipeline.report import write_report
 
-        paths = write_report(self.run_dir, self.cfg, self.state.data)
+        paths = write_report(self.run_dir, self.cfg, self.state.data, scales=self.scales())
         return {"files": [str(p.relative_to(self.run_dir)) for p in paths]}
 
     def collect_settings(self) -> dict:
@@ -525,10 +595,9 @@ STAGE_REGISTRY: tuple[StageSpec, ...] = (
                                   "sources": p.cfg.sources.model_dump(exclude={"path"})},
               upstream=lambda c: [], inputs=lambda p: [p.sources_path], outputs=lambda c: ["candidates.jsonl"]),
     # backend options enter the fingerprint only when given (runs from before they existed stay done)
-    StageSpec("annotate", "annotate",
-              settings=lambda p: p.cfg.annotate.model_dump(exclude=set() if p.cfg.annotate.options else {"options"}),
-              upstream=lambda c: ["collect"],
-              inputs=lambda p: [Path(r) for r in p._rubrics() if r.endswith(_RUBRIC_FILES)],
+    StageSpec("annotate", "annotate", settings=lambda p: p.annotate_settings(), upstream=lambda c: ["collect"],
+              inputs=lambda p: [Path(r) for r in p._rubrics() + p._rubrics(p.cfg.annotate.repeat_rubrics or [])
+                                if r.endswith(_RUBRIC_FILES)],
               outputs=lambda c: [LABELLED]),
     StageSpec("compare", "compare",
               settings=lambda p: {"compare": p.cfg.compare.model_dump(), "rubrics": p.compare_rubrics(),
@@ -545,6 +614,8 @@ STAGE_REGISTRY: tuple[StageSpec, ...] = (
     StageSpec("score", "score", settings=lambda p: {}, upstream=lambda c: ["train"], outputs=lambda c: [SCORED]),
     StageSpec("meta_eval", "meta_eval", settings=lambda p: {"human_cols": p.cfg.human_cols},
               upstream=lambda c: ["score"], outputs=lambda c: ["meta.json", BASELINES_FILE]),
+    StageSpec("curve", "curve", settings=lambda p: {"curve": p.cfg.curve.model_dump()}, upstream=lambda c: ["meta_eval"],
+              outputs=lambda c: ["curve.json"], enabled=lambda c: c.curve is not None and c.compare is None),
     StageSpec("seeds", "seeds", settings=lambda p: {"seeds": p.cfg.train.seeds}, upstream=lambda c: ["meta_eval"],
               outputs=lambda c: ["seeds.json"], enabled=lambda c: bool(c.train.seeds)),
     StageSpec("rerank", "rerank", settings=lambda p: {"rerank": p.cfg.rerank.model_dump()},
@@ -558,8 +629,11 @@ STAGE_REGISTRY: tuple[StageSpec, ...] = (
                                   "config": p.cfg.mrt.mrt_config(task=p.mrt_task()).model_dump()},
               upstream=lambda c: ["train"], inputs=_mrt_inputs, outputs=lambda c: ["mrt/final", "mrt/train_log.csv"],
               enabled=lambda c: c.mrt is not None),
+    StageSpec("verdict", "verdict", settings=lambda p: {},
+              upstream=lambda c: ["meta_eval", *(["curve"] if c.curve is not None and c.compare is None else [])],
+              outputs=lambda c: ["verdict.json", "gate.json"]),
     StageSpec("report", "report", settings=lambda p: {},
-              upstream=lambda c: ["meta_eval", *(["seeds"] if c.train.seeds else []),
+              upstream=lambda c: ["meta_eval", "verdict", *(["seeds"] if c.train.seeds else []),
                                   *(["rerank"] if c.rerank is not None else []),
                                   *(["mrt"] if c.mrt is not None else [])],
               outputs=lambda c: ["report.md", "report.html"]),
