@@ -137,6 +137,8 @@ def check_records(body: Any, metric: Metric, limits: ServerLimits | None = None)
             if isinstance(x, str) and len(x) > limits.max_text_chars:
                 raise RequestError(f"{where}: field 'reference' has {len(x):,} characters; the limit is "
                                    f"{limits.max_text_chars:,}", record=where, field="reference")
+        if r.get("candidate", "") is None:  # null content is empty text (refused below like "")
+            r = {**r, "candidate": ""}
         try:
             rec = normalize_record(r, required=required, path=where)
         except RecordError as exc:

@@ -16,11 +16,17 @@ METRIC_HELP = ("metric(s), comma-separated: a student folder (DIR or DIR#aspect+
 
 
 def _read(path: Path, col: Optional[List[str]]) -> list[dict]:
-    from csem.data.records import read_records
+    from csem.data.records import RecordError, read_records
 
-    records = read_records(path, columns=column_map(col), required=("candidate",))
+    records = read_records(path, columns=column_map(col), required=())
     if not records:
         raise InputError(f"{path}: no rows")
+    for line, r in enumerate(records, 1):  # a null candidate (a generator that wrote nothing) is empty text,
+        if "candidate" not in r:  # which scoring puts at the scale's floor; a missing column is bad input
+            raise RecordError(path, line, "candidate", "required field 'candidate' is missing "
+                              "(map a column with --col candidate=COLUMN)")
+        if r["candidate"] is None:
+            r["candidate"] = ""
     return records
 
 
