@@ -149,3 +149,11 @@ def test_collect_choices_name_the_option(tmp_path, option, value):
                         tmp_path / "c.jsonl", option, value)
     assert code == 2 and f"Invalid value for '{option}'" in out and f"'{value}' is not one of" in out
     assert not (tmp_path / "c.jsonl").exists()
+
+
+def test_train_on_an_empty_file_names_the_file(tmp_path):
+    empty = tmp_path / "labelled.jsonl"
+    empty.write_text("")
+    code, out = _invoke("train", "--data", empty, "--label-col", "judge.coherence", "--out", tmp_path / "m")
+    assert code == 2 and f"{empty}: no records to train on (the file is empty)" in out, out
+    assert not (tmp_path / "m").exists()

@@ -22,6 +22,7 @@ import importlib.util
 import json
 import os
 import platform
+import time
 from typing import Optional
 
 import typer
@@ -40,6 +41,24 @@ def _installed(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):
         return False
+
+
+def _probe_source(k: dict) -> str:
+    """Where a kernel-probe outcome came from, as the doctor says it: `` (cached probe of <date>; csem
+    doctor re-probes after the cache file is deleted)``, `` (probed now)`` or `` (set by
+    CSEM_LLAMA_EXTRA_BUFTS)``; empty when nothing was probed."""
+    source = k.get("source")
+    if source == "cache":
+        when = k.get("probed_at")
+        when = f" of {time.strftime('%Y-%m-%d %H:%M', time.localtime(when))}" if isinstance(when, (int, float)) else ""
+        from csem.llm.providers.llama_cpp_kernels import _cache_path
+
+        return f" (from the probe cache{when}: {_cache_path()}; delete it to probe again)"
+    if source == "probe":
+        return " (probed now; cached for the next run)"
+    if source == "env":
+        return " (set by CSEM_LLAMA_EXTRA_BUFTS; not probed)"
+    return ""
 
 
 def checks(probe: bool = True) -> list[dict]:
@@ -81,12 +100,13 @@ def checks(probe: bool = True) -> list[dict]:
             if probe:
                 k = extra_bufts_usable(path, sha)
             else:
-                k = _read_cache().get(probe_key(sha)) or {"use_extra_bufts": None, "outcome": "not probed yet"}
+                cached = _read_cache().get(probe_key(sha))
+                k = {**cached, "source": "cache"} if cached else {"use_extra_bufts": None, "outcome": "not probed yet"}
             if k["use_extra_bufts"] is None:
                 status = OK
             else:
                 status = OK if k["use_extra_bufts"] else FALLBACK
-            detail = f"{path.name} verified; extra buffer types (AMX/repack): {k['outcome']}"
+            detail = f"{path.name} verified; extra buffer types (AMX/repack): {k['outcome']}{_probe_source(k)}"
             if k.get("use_extra_bufts") is False:
                 detail += " -> loaded with use_extra_bufts=False (slower; see benchmarks/results/llama_kernels.md)"
             add("model", alias, status, detail, required)

@@ -116,6 +116,8 @@ def train(
     numeric = [c for g in groups for c in g]
     records = read_records(data, columns=columns, required=() if pairs else ("candidate",),
                            numeric=() if pairs else numeric)
+    if not records:
+        raise InputError(f"{data}: no records to train on (the file is empty)")
     dev_records = read_records(dev, columns=columns, required=("candidate",), numeric=numeric) if dev else None
     contrast_rows = read_records(contrast, required=()) if contrast else None
     timing = _EpochTimes(enabled=not tc.progress)
