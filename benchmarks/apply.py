@@ -241,7 +241,7 @@ def report_rerank(d: dict) -> list[str]:
     a = d["args"]
     rows_md = [{"selection": name, **{m: _cell(e[m], "vs_random") for m in ("student", "judge", "rouge1", "experts")}}
                for name, e in d["test"].items()]
-    for label, v in ((f"random pick, expectation over the list", d["random_expected"]),
+    for label, v in (("random pick, expectation over the list", d["random_expected"]),
                      (f"oracle by {a['objective']} (upper bound)", d["oracle"])):
         rows_md.append({"selection": label, "student": fmt(v["student.mean"], 3), "judge": "–",
                         "rouge1": fmt(v["metric.rouge1"], 3), "experts": fmt(v["human.mean"], 3)})

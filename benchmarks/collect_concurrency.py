@@ -50,6 +50,8 @@ def run_collect(src: Path, url: str, concurrency: int, out: Path, args) -> dict:
     if res.returncode != 0:
         raise RuntimeError(f"csem collect failed ({res.returncode}): {res.stderr[-2000:]}")
     m = re.search(r"dropped \d+, ([\d.]+) s", res.stdout)
+    from csem.data.records import read_records
+
     texts = {r["id"]: r["candidate"] for r in read_records(out)}
     return {"collect_s": float(m.group(1)), "wall_s": wall, "samples": len(texts), "texts": texts, "load": load}
 

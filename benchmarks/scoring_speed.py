@@ -7,7 +7,7 @@ ensemble of 5 (``members=5``), each loaded with ``csem.load_metric`` and timed o
 ``EvaluationModel.predict`` (best of 3 passes after a warm-up, wall seconds); COMET (unbabel-comet
 2.2.7's ``ReferencelessRegression`` on the same MiniLM folder, its own ``predict``), in its own virtual
 environment built from PyPI once (below: COMET pins ``transformers<5`` and ``numpy<2``, so it never
-becomes a csem dependency). ``quick``: 16 rows, an ensemble of 2, no COMET.
+becomes a csem dependency). ``quick``: 8 rows, an ensemble of 2, no COMET.
 
 COMET's timer: a ``ReferencelessRegression`` (src + mt, features [mt; src; mt*src; |mt-src|]) with
 ``encoder_model="BERT"``, ``pretrained_model=<MiniLM folder>``, offline, COMET's defaults otherwise
@@ -323,7 +323,7 @@ def run(quick: bool = False) -> dict:
 
     n_threads = threads()
     torch.set_num_threads(n_threads)
-    n_rows, n_train, members, repeats = (16, 16, 2, 1) if quick else (N_ROWS, N_TRAIN, 5, REPEATS)
+    n_rows, n_train, members, repeats = (8, 8, 2, 1) if quick else (N_ROWS, N_TRAIN, 5, REPEATS)
     rows = [{k: r[k] for k in ("id", "doc_id", "system_id", "source", "candidate")} for r in summeval()[:n_rows]]
     train = summeval(slice(90, None))[:n_train]
     labels = ",".join(f"human.{a}" for a in ASPECTS)

@@ -73,6 +73,7 @@ def run(quick: bool = False) -> dict:
               for a in (*ASPECTS, "average")} for t in ("teacher", "experts")}
     base = baselines(train, test)
     return {"machine": machine(), "threads": threads(), "seeds": list(seeds), "train_rows": len(train),
+            "train_docs": f"{train_docs.start}-{train_docs.stop - 1}", "test_docs": f"{test_docs.start}-{test_docs.stop - 1}",
             "test_rows": len(test), "student": {"mean": mean, "sd": sd, "per_seed": students},
             "teacher_vs_experts": {k: v["spearman"] for k, v in aspect_rows(test, TEACHER, methods=("spearman",)).items()},
             "baselines": base,
@@ -84,8 +85,8 @@ def report(res: dict) -> str:
     """The Markdown report: the student and the baselines vs GPT-4 and vs the experts, per aspect."""
     s = res["student"]
     md = ["# The student distilled from GPT-4 on SummEval", "",
-          f"Trained on {res['train_rows']} GPT-4-rated summaries (documents 0-49), tested on {res['test_rows']} "
-          f"(documents 50-99); summary-level Spearman, seeds {', '.join(map(str, res['seeds']))} (mean ± sd); "
+          f"Trained on {res['train_rows']} GPT-4-rated summaries (documents {res['train_docs']}), tested on "
+          f"{res['test_rows']} (documents {res['test_docs']}); summary-level Spearman, seeds {', '.join(map(str, res['seeds']))} (mean ± sd); "
           f"machine: {res['machine']}.", ""]
     for target, title in (("teacher", "with its teacher (GPT-4)"), ("experts", "with the SummEval experts")):
         rows = [["student", *(f"{fmt(s['mean'][target][a])} ± {fmt(s['sd'][target][a])}" for a in (*ASPECTS, "average"))]]
