@@ -41,17 +41,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+
+from csem.errors import InputError
 
 RULES = ("std", "mc", "neighbours", "random")
 #: where each row of a combined column came from
 STUDENT, JUDGE = "student", "judge"
 
 
-class CascadeError(ValueError):
+class CascadeError(InputError):
     """A cascade that cannot run as asked (unknown rule, no deviation for a deviation rule, a
     judge whose scale the student's card does not vouch for); the message says what to change."""
 
@@ -203,6 +205,28 @@ def linear_map(src: tuple[float, float], dst: tuple[float, float]) -> Callable[[
     return lambda x: c + (float(x) - a) * (d - c) / (b - a)
 
 
+def same_judge(a: str, b: str) -> bool:
+    """Whether two judge URIs name one judge: equal strings, or two in-process llama.cpp URIs
+    (``local``, ``llama-cpp:ALIAS|PATH``) that resolve to the same GGUF file
+    ([`csem.assets.resolve_gguf`][]; ``local`` is ``llama-cpp:local``)."""
+    if a == b:
+        return True
+
+    def gguf(uri: str) -> str | None:
+        target = "local" if uri == "local" else (uri.split(":", 1)[1] if uri.startswith("llama-cpp:") else None)
+        if not target:
+            return None
+        from csem.assets import resolve_gguf
+
+        try:
+            return str(resolve_gguf(target).resolve())
+        except Exception:  # noqa: BLE001 - an unresolvable model is not the same judge
+            return None
+
+    pa = gguf(a)
+    return pa is not None and pa == gguf(b)
+
+
 def judge_scale(card: Mapping[str, Any], judge: str, rubric: str, *, rubric_scale: tuple[float, float],
                 student_scale: tuple[float, float], rescale: bool = False) -> tuple[Callable[[float], float], str]:
     """How the judge's score is placed on the student's scale.
@@ -225,9 +249,8 @@ def judge_scale(card: Mapping[str, Any], judge: str, rubric: str, *, rubric_scal
         CascadeError: the card names another judge or rubric (or none) and ``rescale`` is false.
     """
     learned = card.get("distilled_from") or {}
-    judges = {str(learned.get("judge") or "")}
     rubrics = {r.strip() for r in str(learned.get("rubric") or "").split(",") if r.strip()}
-    if judge in judges and rubric in rubrics:
+    if same_judge(str(learned.get("judge") or ""), judge) and rubric in rubrics:
         return (lambda x: float(x)), f"identity: the student learned {judge}'s scores of {rubric}"
     if not rescale:
         raise CascadeError(f"the student's card says it learned judge '{learned.get('judge')}' on rubric(s) "
@@ -305,6 +328,8 @@ class CascadeReport:
         summary: the judge's [`csem.judge.JudgeSummary`][] (None on a dry run), whose ``failed`` and
             ``errors`` decide the exit code as for ``csem judge``.
         dry_run: True when nothing was judged (the counts of what would be).
+        estimates: on a dry run, rubric id -> the judge's [`csem.judge.cost.Estimate`][] of its
+            deferred records (judgments, cached, prompt tokens by the judge's own tokenizer).
     """
 
     rule: str
@@ -316,6 +341,7 @@ class CascadeReport:
     judge_calls: int
     summary: Any = None
     dry_run: bool = False
+    estimates: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         """JSON-able: counts and shares instead of positions."""
@@ -323,7 +349,8 @@ class CascadeReport:
                 "deferred": {k: len(v) for k, v in self.deferred.items()},
                 "share_judged": {k: (len(v) / self.rows if self.rows else 0.0) for k, v in self.deferred.items()},
                 "scale": self.scale, "judge_calls": self.judge_calls, "dry_run": self.dry_run,
-                "summary": None if self.summary is None else str(self.summary)}
+                "summary": None if self.summary is None else str(self.summary),
+                "estimates": {k: str(v) for k, v in self.estimates.items()}}
 
 
 def _plan(model: Any, pred: Any, records: Sequence[Mapping[str, Any]], rubrics: Sequence[Any], *, rule: str,
@@ -355,7 +382,7 @@ def _plan(model: Any, pred: Any, records: Sequence[Mapping[str, Any]], rubrics: 
     return cols, deferred
 
 
-def defer(model: Any, records: Sequence[Mapping[str, Any]], pred: Any, *, judge: str, rubric: str | Sequence[str],
+def defer_to_judge(model: Any, records: Sequence[Mapping[str, Any]], pred: Any, *, judge: str, rubric: str | Sequence[str],
           share: float | None = None, budget: int | None = None, rule: str = "std", mode: str = "probs",
           cache: Any = None, rescale: bool = False, dry_run: bool = False, seed: int = 0, progress: bool = False,
           backend_options: Mapping[str, Any] | None = None) -> tuple[Any, CascadeReport]:
@@ -407,6 +434,11 @@ def defer(model: Any, records: Sequence[Mapping[str, Any]], pred: Any, *, judge:
     report = CascadeReport(rule=rule, judge=judge, rubrics={r.id: list(r.aspect_names) for r in rubrics},
                            rows=len(records), deferred=deferred, scale=how, judge_calls=calls, dry_run=dry_run)
     if dry_run:
+        from csem.judge.runner import estimate_records
+
+        report.estimates = {r.id: estimate_records([records[i] for i in deferred[r.id]], [r], judge, mode=mode,
+                                                   cache=cache, backend_options=backend_options)
+                            for r in rubrics if deferred[r.id]}
         return pred, report
     judged: dict[str, dict[int, float | None]] = {c: {} for c in pred.columns}
     extra: dict[int, dict] = {}
@@ -425,6 +457,48 @@ def defer(model: Any, records: Sequence[Mapping[str, Any]], pred: Any, *, judge:
                 judged[col][i] = None if v is None else maps[col](v)
     report.summary = _merge(summaries)
     return _combined(model, records, pred, judged, extra), report
+
+
+
+def predict_deferred(model: Any, records: Sequence[Mapping[str, Any]], pred: Any, *, defer: float | None,
+                     defer_budget: int | None, defer_by: str | None, judge: str | None, rubric: Any,
+                     mc_dropout: int = 0, judge_rescale: bool = False, judge_cache: Any = None,
+                     judge_options: Mapping[str, Any] | None = None, judge_mode: str = "probs",
+                     dry_run: bool = False, seed: int = 0, progress: bool = False,
+                     score_options: Mapping[str, Any] | None = None) -> Any:
+    """The cascade behind ``EvaluationModel.predict(..., defer=...)``: the deviations the rule needs,
+    then [`defer_to_judge`][csem.apply.cascade.defer_to_judge]; the returned prediction carries the
+    [`CascadeReport`][csem.apply.cascade.CascadeReport] as ``.cascade``.
+
+    The ``mc`` rule scores the records a second time with ``mc_dropout`` (or
+    [`MC_SAMPLES`][csem.apply.cascade.MC_SAMPLES]) MC-dropout samples under a fixed torch seed
+    (``seed``) for the deviations only: the student's scores stay those of ``predict``, and a re-run
+    defers the same records (so it resumes from the judge's cache). ``defer_by`` None: ``std`` for a seed ensemble,
+    else ``mc``.
+
+    Raises:
+        CascadeError: no judge or rubric; as [`defer_to_judge`][csem.apply.cascade.defer_to_judge].
+    """
+    if not judge or not rubric:
+        raise CascadeError("deferring to the judge needs a judge URI (judge=...) and rubric(s) (rubric=...)")
+    rule = defer_by or ("std" if len(getattr(model, "members", [None])) > 1 else "mc")
+    if rule == "mc":  # a seeded pass: the same records are deferred on every run (a re-run resumes)
+        import torch
+
+        opts = dict(score_options or {})
+        opts["mc_dropout"] = mc_dropout or MC_SAMPLES
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            mc = model.predict(records, **opts)
+        pred = replace(pred, std=mc.std)
+    elif rule == "std" and mc_dropout:
+        raise CascadeError("deferral rule 'std' reads the seed-ensemble members' deviation; with MC dropout the "
+                           "deviation is MC dropout's: use defer_by='mc' (--defer-by mc)")
+    out, report = defer_to_judge(model, records, pred, judge=judge, rubric=rubric, share=defer, budget=defer_budget,
+                        rule=rule, mode=judge_mode, cache=judge_cache, rescale=judge_rescale, dry_run=dry_run,
+                        seed=seed, progress=progress, backend_options=judge_options)
+    out.cascade = report
+    return out
 
 
 def _merge(summaries: Sequence[Any]) -> Any:
@@ -469,6 +543,6 @@ def _combined(model: Any, records: Sequence[Mapping[str, Any]], pred: Any, judge
     return new
 
 
-__all__ = ["CascadeError", "CascadeReport", "JUDGE", "MC_SAMPLES", "RULES", "STUDENT", "choose", "combine", "defer",
+__all__ = ["CascadeError", "CascadeReport", "JUDGE", "MC_SAMPLES", "RULES", "STUDENT", "choose", "combine", "defer_to_judge",
            "deferral_count", "judge_scale",
-           "linear_map", "neighbour_gap", "shortlist", "two_stage_pick", "uncertainty"]
+           "linear_map", "neighbour_gap", "predict_deferred", "same_judge", "shortlist", "two_stage_pick", "uncertainty"]

@@ -29,6 +29,24 @@ def score(
     cpus_per_worker: float = typer.Option(1.0, help="--engine ray: CPUs per actor (and its torch threads)"),
     gpus_per_worker: float = typer.Option(0.0, help="--engine ray: GPUs per actor"),
     records_per_batch: int = typer.Option(1024, help="--engine ray: records per actor call"),
+    defer: Optional[float] = typer.Option(None, "--defer", help="cascade: judge this share (0-1) of the records, "
+                                          "those the student is least sure of (--defer-by); needs --judge, --rubric"),
+    defer_budget: Optional[int] = typer.Option(None, "--defer-budget", help="cascade: judge this many records "
+                                               "(instead of --defer)"),
+    defer_by: Optional[str] = typer.Option(None, "--defer-by", help="deferral rule: std (seed-ensemble members' "
+                                           "deviation) | mc (MC-dropout deviation) | neighbours (score close to a "
+                                           "rival of the same source) | random; default std for an ensemble, else mc"),
+    judge_uri: Optional[str] = typer.Option(None, "--judge", help="cascade: the judge's backend URI"),
+    rubric: Optional[str] = typer.Option(None, "--rubric", help="cascade: rubric ids, comma-separated (their "
+                                         "aspects must be aspects of the student)"),
+    judge_rescale: bool = typer.Option(False, "--judge-rescale", help="cascade: accept a judge or rubric the "
+                                       "student's card does not name (the rubric's scale mapped linearly onto the "
+                                       "student's label range)"),
+    judge_cache: Optional[Path] = typer.Option(None, "--judge-cache", help="cascade: SQLite judgment cache "
+                                               "(default ~/.cache/csem/judgments.sqlite); a re-run resumes from it"),
+    judge_opt: Optional[List[str]] = typer.Option(None, "--judge-opt", help="cascade: backend option KEY=VALUE"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="cascade: count the judge calls and their prompt tokens; "
+                                 "judge nothing, write nothing"),
 ) -> None:
     """Score (source, candidate, reference) records with a learned metric.
 
@@ -44,6 +62,11 @@ def score(
     from csem.model import EvaluationModel
     from csem.model.features import NEEDS_REFERENCE, NEEDS_SOURCE
 
+    deferring = defer is not None or defer_budget is not None
+    if deferring and engine != "local":
+        raise fail("--defer/--defer-budget run with --engine local")
+    if deferring and (not judge_uri or not rubric):
+        raise fail("--defer/--defer-budget need --judge URI and --rubric ID[,ID...]")
     if engine == "ray":  # the same scoring path on a Ray cluster (csem.engines.ray; docs/guides/scale.md)
         from csem.engines.files import check_input, check_output_folder
 
@@ -66,7 +89,8 @@ def score(
         raise fail(f"unknown --engine '{engine}'; choose local or ray")
     if threads:
         torch.set_num_threads(threads)
-    check_output_path(out)  # before any work
+    if not dry_run:
+        check_output_path(out)  # before any work
     m = EvaluationModel.load(model)
     mode = m.config.mode
     # the texts the model's mode needs are required fields: a record without one is named by file, line, field
@@ -74,6 +98,39 @@ def score(
     records = read_records(data, columns=column_map(col), required=need)
     if not records:
         raise fail(f"{data}: no rows to score")
+    if deferring:
+        from csem.cli.judge import default_cache, parse_options
+
+        rule = defer_by or ("std" if m.config.members > 1 else "mc")
+        pred = m.predict(records, name=name, batch_size=batch_size, precision=precision, mc_dropout=mc_dropout,
+                         defer=defer, defer_budget=defer_budget, defer_by=rule, judge=judge_uri, rubric=rubric,
+                         judge_rescale=judge_rescale, judge_cache=judge_cache or default_cache(),
+                         judge_options=parse_options(judge_opt), dry_run=dry_run)
+        raise typer.Exit(deferred_outcome(pred, out, judge_cache or default_cache(), dry_run))
     pred = m.predict(records, name=name, batch_size=batch_size, mc_dropout=mc_dropout, precision=precision)
     write_records(pred.records, out)
     typer.echo(f"wrote {out}: {len(pred.records)} records scored ({', '.join(pred.columns)})")
+
+
+def deferred_outcome(pred, out: Path, cache: Path, dry_run: bool) -> int:
+    """Write a cascade's output and say what it did; the exit code as ``csem judge``'s
+    ([`csem.cli.judge.run_outcome`][]): 0, 3 when some judgments failed (their rows keep the student's
+    score and say so), 1 when the judge answered none."""
+    from csem.cli.judge import run_outcome
+    from csem.data.records import write_records
+
+    rep = pred.cascade
+    judged = {k: len(v) for k, v in rep.deferred.items()}
+    if dry_run:
+        typer.echo(f"dry run: {rep.rows} records; the judge would get {', '.join(f'{n} for {r}' for r, n in judged.items())} "
+                   f"({rep.rule} rule)")
+        for rid, est in rep.estimates.items():
+            typer.echo(f"  {rid}: {est}")
+        return 0
+    write_records(pred.records, out)
+    s = rep.summary
+    from_judge = {c: sum(1 for v in src if v == "judge") for c, src in (pred.source or {}).items()}
+    typer.echo(f"wrote {out}: {rep.rows} records; {', '.join(f'{c} from the judge on {n}' for c, n in from_judge.items())} "
+               f"({rep.rule} rule; judgments: {s.judged} new, {s.cached} from the cache, {s.failed} failed)")
+    return run_outcome(total=s.total, judged=s.judged, cached=s.cached, failed=s.failed, errors=s.errors,
+                       resume=f" (finished judgments are cached in {cache})")

@@ -8,7 +8,7 @@ Grammar (``<aspect>`` and ``<name>`` never contain ``.`` or ``@``)::
     kind       := "human" | "judge" | "metric"
     body       := <aspect>                  (human, judge)
                 | <name> [ "." <aspect> ]   (metric)
-    side       := "missing" | "raw" | "mass" | "std" | "repeat"
+    side       := "missing" | "raw" | "mass" | "std" | "repeat" | "provenance"
 
 * ``human.coherence``: a human judgment of an aspect.
 * ``judge.coherence``: an LLM judge's score; ``judge.coherence@geval/summeval-coherence`` when two
@@ -21,11 +21,14 @@ Grammar (``<aspect>`` and ``<name>`` never contain ``.`` or ``@``)::
   valid-score probability mass, ``probs`` mode), ``.std`` (number: MC-dropout standard deviation
   of a learned metric), ``.repeat`` (number: the judge's second, independent score of the same
   candidate under a second rendering of the rubric, [`csem.judge.repeat`][]; a measurement of the
-  judge's repeatability, never a training label). They come last, after the tag:
+  judge's repeatability, never a training label), ``.provenance`` (text: ``student`` or ``judge``,
+  which of the two gave a cascade's combined score, [`csem.apply.cascade`][]). They come last,
+  after the tag:
   ``judge.coherence@x.missing``.
 
 A name whose last segment is a side-field name is always read as a side field, so no aspect or
-metric may be called ``missing``, ``raw``, ``mass``, ``std`` or ``repeat`` (:func:`format_column` refuses).
+metric may be called ``missing``, ``raw``, ``mass``, ``std``, ``repeat`` or ``provenance``
+(:func:`format_column` refuses).
 Score columns hold a float or None; text side fields hold a string or None.
 """
 
@@ -38,7 +41,8 @@ from csem.errors import InputError
 
 KINDS = ("human", "judge", "metric")
 #: side fields: name -> value type ("text" or "number")
-SIDE_FIELDS = {"missing": "text", "raw": "text", "mass": "number", "std": "number", "repeat": "number"}
+SIDE_FIELDS = {"missing": "text", "raw": "text", "mass": "number", "std": "number", "repeat": "number",
+               "provenance": "text"}
 
 
 @dataclass(frozen=True)

@@ -216,7 +216,9 @@ class EvaluationModel:
 
     def predict(self, records: Any, *, aspects: Sequence[str] | None = None, batch_size: int = 64,
                 mc_dropout: int = 0, precision: str = "auto", name: str | None = None,
-                degenerate: str = "floor", share_encodings: bool = True) -> Prediction:
+                degenerate: str = "floor", share_encodings: bool = True, defer: float | None = None,
+                defer_budget: int | None = None, defer_by: str | None = None, judge: str | None = None,
+                rubric: str | Sequence[str] | None = None, **cascade: Any) -> Prediction:
         """Score records: the one scoring method, which every consumer calls (COMET's ``predict``).
 
         Args:
@@ -234,6 +236,13 @@ class EvaluationModel:
             degenerate: ``floor``: an empty, whitespace-only or NUL-containing candidate gets each
                 scale's minimum (std 0) without reaching the encoder | ``error``: it raises.
             share_encodings: False re-encodes every record's texts (the naive scorer, for benchmarks).
+            defer, defer_budget: a cascade ([`csem.apply.cascade`][]): the share (0-1) or number of
+                records the student is least sure of that go to ``judge`` on ``rubric``; the result's
+                scores combine the two, ``source`` says which gave each row, ``cascade`` reports it.
+            defer_by: the deferral rule (``std`` | ``mc`` | ``neighbours`` | ``random``; default
+                ``std`` for a seed ensemble, else ``mc``). judge: the judge URI. rubric: rubric id(s).
+            cascade: further settings of [`csem.apply.cascade.predict_deferred`][] (``judge_cache``,
+                ``judge_rescale``, ``judge_options``, ``dry_run`` ...).
 
         Returns:
             A [`Prediction`][csem.model.prediction.Prediction]: columns ``metric.<name>.<aspect>``,
@@ -252,8 +261,16 @@ class EvaluationModel:
             from csem.api import read_data
 
             records = read_data(records)
-        return predict(self, records, aspects=aspects, name=name, batch_size=batch_size, mc_dropout=mc_dropout,
+        pred = predict(self, records, aspects=aspects, name=name, batch_size=batch_size, mc_dropout=mc_dropout,
                        precision=precision, share_encodings=share_encodings, degenerate=degenerate)
+        if defer is None and defer_budget is None:
+            return pred
+        from csem.apply.cascade import predict_deferred
+
+        options = dict(aspects=aspects, name=name, batch_size=batch_size, precision=precision,
+                       share_encodings=share_encodings, degenerate=degenerate)
+        return predict_deferred(self, records, pred, defer=defer, defer_budget=defer_budget, defer_by=defer_by,
+                                judge=judge, rubric=rubric, mc_dropout=mc_dropout, score_options=options, **cascade)
 
 
 def _member_prefix(i: int, members: int) -> str:

@@ -39,6 +39,8 @@ class Prediction:
         columns: the score columns (``metric.<name>.<aspect>``), in aspect order.
         source: ``{column: ["student" | "judge" per record]}`` after a cascade, else None.
         records: copies of the input records with the columns added.
+        cascade: after a cascade, its [`csem.apply.cascade.CascadeReport`][] (rule, deferred
+            records, judge calls, the judge's summary); else None.
     """
 
     ids: list[str]
@@ -49,6 +51,7 @@ class Prediction:
     columns: list[str]
     source: dict[str, list[str]] | None = None
     records: list[dict] = field(default_factory=list, repr=False)
+    cascade: Any = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.ids)
