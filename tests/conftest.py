@@ -1,7 +1,13 @@
-"""Shared test fixtures: where the shared human-judgment data lives, and the packaged models."""
+"""Shared test fixtures: where the shared human-judgment data lives, and the packaged models.
+
+Tests that need the human-judgment data (the ``shared_data`` fixture) carry the ``needs_data`` marker:
+without the data they are skipped with one line, counted at the end of the run; on CI (``CI=true``)
+a missing data folder fails them instead, so CI never passes by skipping.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -20,12 +26,31 @@ def shared_data_dir() -> Path:
     return default_data_dir()
 
 
+def data_missing_reason() -> str | None:
+    """The one-line reason a test that needs the human-judgment data cannot run here, or None when
+    the data is present."""
+    d = shared_data_dir()
+    if (d / "summeval" / "summeval.jsonl").exists():
+        return None
+    return f"shared human-judgment data not found at {d} (set CSEM_DATA)"
+
+
+def in_ci() -> bool:
+    """True on CI (``CI=true``, as GitHub Actions and most CI services set it): there the data is laid
+    out, and a test that needs it must run, never skip."""
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    d = shared_data_dir()
-    if not (d / "summeval" / "summeval.jsonl").exists():
-        pytest.fail(f"shared human-judgment data not found at {d} (set CSEM_DATA)")
-    return d
+    """The human-judgment data folder. Without the data a test using this fixture is skipped with one
+    line (marker ``needs_data``, added at collection); on CI it fails instead."""
+    why = data_missing_reason()
+    if why:
+        if in_ci():
+            pytest.fail(f"{why}; CI must provide it")
+        pytest.skip(why)
+    return shared_data_dir()
 
 
 @pytest.fixture(scope="session")
@@ -115,10 +140,37 @@ REAL_MODEL_FIXTURES = {"smollm2_path", "smol", "llama_server", "llama_server_fac
                        "student"}  # tests/apply: MiniLM student
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "needs_data: needs the shared human-judgment data (../shared/data or "
+                            "$CSEM_DATA); skipped with one line without it, a failure on CI (CI=true)")
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if REAL_MODEL_FIXTURES & set(getattr(item, "fixturenames", ())) and not item.get_closest_marker("slow"):
+        names = set(getattr(item, "fixturenames", ()))
+        if REAL_MODEL_FIXTURES & names and not item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.slow)
+        if "shared_data" in names and not item.get_closest_marker("needs_data"):
+            item.add_marker(pytest.mark.needs_data)
+
+
+def pytest_runtest_setup(item):
+    """A ``needs_data`` test without the data: skipped with the one-line reason (CI: failed), before any
+    of its fixtures runs (a module fixture that reads the data never errors)."""
+    if item.get_closest_marker("needs_data"):
+        why = data_missing_reason()
+        if why:
+            if in_ci():
+                pytest.fail(f"{why}; CI must provide it", pytrace=False)
+            pytest.skip(why)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """One line counting the tests skipped for want of the human-judgment data."""
+    why = data_missing_reason()
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if why and why in str(r.longrepr)]
+    if skipped:
+        terminalreporter.write_line(f"{len(skipped)} test(s) skipped: {why}")
 
 
 @pytest.fixture(scope="session")
