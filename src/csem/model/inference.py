@@ -1,11 +1,16 @@
-"""Fast scoring with a trained :class:`csem.model.module.EvaluationModule`.
+"""The one batching loop of scoring: [`head_scores`][csem.model.inference.head_scores], under
+[`csem.model.EvaluationModel.predict`][] (the one scoring method).
 
 Every distinct text of a block of records is encoded once (a source shared by many candidates,
 a reference shared by many systems), in length-bucketed encoder calls, under
-``torch.inference_mode`` and, where the hardware supports it, bf16 autocast; the heads then run on
-the gathered features. Results are keyed by record id and the text pool is sorted by
-(length, text), so the order of the records never changes a score; the batch size changes a score
-only by float rounding (< 1e-4 on a 1-5 scale in fp32).
+``torch.inference_mode`` (and autocast where ``precision`` asks for it); the heads then run on the
+gathered features. The text pool is sorted by (length, text), so the order of the records never
+changes a score; the batch size changes a score only by float rounding (< 1e-4 on a 1-5 scale in fp32).
+
+A seed ensemble whose members share their lower encoder layers (the default student trains only the
+top layers over frozen lower ones; [`shared_depth`][csem.model.inference.shared_depth] finds the
+shared depth by comparing the weights) runs those layers once per text and each member's top layers
+and heads on the result: an ensemble of 5 costs far less than 5 students.
 
 MC dropout (``mc_dropout=N``): the heads' dropout is sampled ``N`` times over the same embeddings
 (encoder dropout is not sampled, which keeps it cheap); the score is the mean and ``std`` the
