@@ -131,3 +131,26 @@ def test_http_500_from_an_openai_judge_is_exit_1(setup, tmp_path, monkeypatch):
                           f"base_url={srv.url}", "--judge-opt", "max_retries=0", judge="openai:m")
     assert res.exit_code == 1, res.output
     assert "no judgment made" in res.output and "sk-test-not-a-key" not in res.output
+
+
+def test_two_stage_rerank_judges_only_the_shortlist(setup, tmp_path):
+    from csem.cli import _load_commands, app
+
+    _load_commands()
+    d, data, rub, n = setup
+    out, scores = tmp_path / "chosen.jsonl", tmp_path / "all.jsonl"
+    res = CliRunner().invoke(app, ["rerank", "--data", str(data), "--metric", str(d / "student"), "--out", str(out),
+                                   "--scores", str(scores), "--shortlist", "2", "--judge", "fake:test", "--rubric",
+                                   str(rub), "--judge-cache", str(tmp_path / "c.sqlite")])
+    assert res.exit_code == 0, res.output
+    rows, chosen = _rows(scores), _rows(out)
+    sources = {r["doc_id"] for r in rows}
+    assert len(chosen) == len(sources)
+    short = [r for r in rows if r["shortlisted"]]
+    assert len(short) == 2 * len(sources) and f"the judge scored {len(short)} of {n} candidates" in res.output
+    for c in chosen:  # the judge's best of the student's top 2 of that source
+        mine = [r for r in short if r["doc_id"] == c["doc_id"]]
+        top2 = sorted((r for r in rows if r["doc_id"] == c["doc_id"]), key=lambda r: -r["metric.tiny.coherence"])[:2]
+        assert {r["id"] for r in mine} == {r["id"] for r in top2}
+        assert c["judge.coherence"] == max(r["judge.coherence"] for r in mine)
+    assert all("judge.coherence" not in r for r in rows if not r["shortlisted"])

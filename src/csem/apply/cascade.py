@@ -543,6 +543,100 @@ def _combined(model: Any, records: Sequence[Mapping[str, Any]], pred: Any, judge
     return new
 
 
+
+@dataclass
+class TwoStageResult:
+    """What [`rerank_two_stage`][csem.apply.cascade.rerank_two_stage] returns.
+
+    Attributes:
+        chosen: one record per source (the judge's best of the student's shortlist), with its scores.
+        scored: every candidate, with the student's score, the judge's where it judged, and
+            ``shortlisted`` (True / False).
+        report: ``sources``, ``candidates``, ``shortlist`` (K), ``judge_calls`` (judgments asked),
+            ``judge_calls_all`` (what judging every candidate costs), ``share_of_calls``,
+            ``judge_of_pick`` / ``judge_of_student_pick`` (the judge's mean score of the pick and of
+            the student's own first choice, over sources), ``judge_best`` (the judge's mean best over
+            every candidate when the file already holds the judge's column for all of them, else
+            None), ``changed`` (sources where the judge overruled the student).
+        summary: the judge's [`csem.judge.JudgeSummary`][].
+    """
+
+    chosen: list[dict]
+    scored: list[dict]
+    report: dict
+    summary: Any
+
+
+def rerank_two_stage(records: Sequence[Mapping[str, Any]], student_col: str, k: int, *, judge: str, rubric: str,
+                     mode: str = "probs", cache: Any = None, progress: bool = False,
+                     backend_options: Mapping[str, Any] | None = None) -> TwoStageResult:
+    """Two-stage reranking: the student shortlists the top ``k`` candidates of each source's N-best
+    list ([`shortlist`][csem.apply.cascade.shortlist]), the judge scores only those (the judge path of
+    ``csem judge``: cached, resumable), and the judge's best of the shortlist is chosen
+    ([`two_stage_pick`][csem.apply.cascade.two_stage_pick]).
+
+    Args:
+        records: N-best lists (grouped by ``doc_id``, else by ``source`` text) with ``student_col``.
+        student_col: the student's score column. k: the shortlist size (>= 1).
+        judge, rubric: the judge URI and a one-aspect rubric. mode, cache, progress,
+            backend_options: as [`csem.judge.judge_records`][].
+
+    Returns:
+        A [`TwoStageResult`][csem.apply.cascade.TwoStageResult].
+
+    Raises:
+        CascadeError: ``k`` < 1, a rubric with several aspects. ValueError: a record without
+            ``doc_id`` or ``source``.
+    """
+    from csem.apply.reranking import group_sources
+    from csem.judge import judge_records
+    from csem.rubrics import load_rubrics
+
+    (rub,) = load_rubrics(rubric)[:1]
+    if len(rub.aspect_names) != 1:
+        raise CascadeError(f"two-stage reranking takes a rubric with one aspect; '{rub.id}' has "
+                           f"{', '.join(rub.aspect_names)}")
+    jcol = f"judge.{rub.aspect_names[0]}"
+    keys, index = group_sources(records)
+    groups = [None] * len(records)
+    for key, idx in zip(keys, index):
+        for i in idx:
+            groups[int(i)] = key
+    student = [_num(r.get(student_col)) for r in records]
+    short = shortlist(student, groups, k)
+    todo = sorted(i for idx in short.values() for i in idx)
+    rows, summary = judge_records([records[i] for i in todo], [rub], judge, mode=mode, cache=cache,
+                                  progress=progress, backend_options=backend_options)
+    judged = {i: row for i, row in zip(todo, rows)}
+    picks = two_stage_pick(short, {i: judged[i].get(jcol) for i in todo})
+    scored = []
+    for i, r in enumerate(records):
+        row = dict(judged.get(i, r))
+        row["shortlisted"] = i in judged
+        scored.append(row)
+    chosen = [scored[picks[g]] for g in keys if g in picks]
+    had_all = all(_num(r.get(jcol)) is not None for r in records)
+    mean = lambda xs: (sum(xs) / len(xs)) if xs else None  # noqa: E731
+    got = [g for g in keys if g in picks and _num(scored[picks[g]].get(jcol)) is not None]
+    report = {"sources": len(keys), "candidates": len(records), "shortlist": k, "judge_calls": len(todo),
+              "judge_calls_all": len(records), "share_of_calls": len(todo) / len(records) if records else 0.0,
+              "judge_of_pick": mean([_num(scored[picks[g]][jcol]) for g in got]),
+              "judge_of_student_pick": mean([v for v in (_num(scored[short[g][0]].get(jcol)) for g in got)
+                                             if v is not None]),
+              "judge_best": mean([max(_num(records[int(i)][jcol]) for i in idx) for idx in index]) if had_all else None,
+              "changed": sum(1 for g in picks if picks[g] != short[g][0]), "judge_column": jcol}
+    return TwoStageResult(chosen=chosen, scored=scored, report=report, summary=summary)
+
+
+def _num(v: Any) -> float | None:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(x) else x
+
+
 __all__ = ["CascadeError", "CascadeReport", "JUDGE", "MC_SAMPLES", "RULES", "STUDENT", "choose", "combine", "defer_to_judge",
            "deferral_count", "judge_scale",
-           "linear_map", "neighbour_gap", "predict_deferred", "same_judge", "shortlist", "two_stage_pick", "uncertainty"]
+           "linear_map", "neighbour_gap", "predict_deferred", "rerank_two_stage", "same_judge", "shortlist",
+           "TwoStageResult", "two_stage_pick", "uncertainty"]

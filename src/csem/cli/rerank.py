@@ -64,8 +64,14 @@ def rerank(
     judge_cache: Optional[Path] = typer.Option(None, "--judge-cache", help="SQLite cache for judge metrics"),
     threads: Optional[int] = typer.Option(None, help="torch CPU threads"),
     col: Optional[List[str]] = col_option(),
+    shortlist: Optional[int] = typer.Option(None, "--shortlist", help="two-stage: the metric (one score column) "
+                                            "keeps its top K of each source, the --judge picks among them"),
+    judge_uri: Optional[str] = typer.Option(None, "--judge", help="two-stage: the judge's backend URI"),
+    rubric: Optional[str] = typer.Option(None, "--rubric", help="two-stage: the judge's rubric (one aspect)"),
+    judge_opt: Optional[List[str]] = typer.Option(None, "--judge-opt", help="two-stage: backend option KEY=VALUE"),
 ) -> None:
-    """Rerank N-best lists: argmax of one metric (CSEM Eq. 7) or of a weighted sum (Eq. 8)."""
+    """Rerank N-best lists: argmax of one metric (CSEM Eq. 7) or of a weighted sum (Eq. 8); with
+    --shortlist, two-stage: the metric shortlists, the judge picks."""
     import torch
 
     from csem.apply.reranking import rerank_scored, score_specs
@@ -82,8 +88,13 @@ def rerank(
 
         parts = [p.strip() for p in w.split(",") if p.strip()]  # NaN, inf, non-numbers: before any work
         parse_weights(w, [p.split("=", 1)[0].strip() if "=" in p else f"weight {i + 1}" for i, p in enumerate(parts)])
+    if shortlist is not None and (not judge_uri or not rubric or weights):
+        raise fail("--shortlist needs --judge URI and --rubric ID, and takes no --weights")
     records = _read(data, col)
     rows, columns = score_specs(records, metric, judge_cache=judge_cache)
+    if shortlist is not None:
+        raise typer.Exit(_two_stage(rows, columns, shortlist, judge_uri, rubric, judge_cache, judge_opt, out,
+                                    scores_path))
     if wfile is not None:
         from csem.apply.tune import check_weights_cover
 
@@ -98,6 +109,32 @@ def rerank(
         typer.echo(f"csem: error: {len(res.no_choice)} source(s) had no candidate with every score: "
                    f"{', '.join(res.no_choice[:5])}", err=True)
         raise typer.Exit(3 if res.chosen else 1)
+
+
+def _two_stage(rows, columns, k, judge_uri, rubric, judge_cache, judge_opt, out, scores_path) -> int:
+    """``csem rerank --shortlist K``: [`csem.apply.cascade.rerank_two_stage`][]; writes the choices and
+    every candidate, prints the judge calls spent and what the judge changed; the exit code as
+    ``csem judge``'s."""
+    from csem.apply.cascade import rerank_two_stage
+    from csem.cli.judge import default_cache, parse_options, run_outcome
+    from csem.data.records import write_records
+
+    if len(columns) != 1:
+        raise fail(f"--shortlist ranks by one score column; --metric gave {len(columns)}: {', '.join(columns)}")
+    cache = judge_cache or default_cache()
+    res = rerank_two_stage(rows, columns[0], k, judge=judge_uri, rubric=rubric, cache=cache,
+                           backend_options=parse_options(judge_opt))
+    write_records(res.chosen, out)
+    write_records(res.scored, scores_path)
+    r, s = res.report, res.summary
+    f = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
+    typer.echo(f"wrote {out}: {len(res.chosen)} sources; the judge scored {r['judge_calls']} of {r['judge_calls_all']} "
+               f"candidates ({100 * r['share_of_calls']:.0f}% of the calls of judging all; shortlist {k} by "
+               f"{columns[0]}); {r['judge_column']}: pick {f(r['judge_of_pick'])}, the student's own pick "
+               f"{f(r['judge_of_student_pick'])}, the judge's best of every candidate {f(r['judge_best'])}; the judge "
+               f"changed {r['changed']} choice(s); every candidate in {scores_path}")
+    return run_outcome(total=s.total, judged=s.judged, cached=s.cached, failed=s.failed, errors=s.errors,
+                       resume=f" (finished judgments are cached in {cache})")
 
 
 @app.command("tune-weights")
