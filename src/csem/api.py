@@ -74,7 +74,7 @@ def judge(data: Any, rubric: str | Sequence[str], judge: str = "local", *, mode:
         judge: backend URI (``local``, ``llama-cpp:PATH``, ``openai:MODEL``).
         mode: ``probs`` | ``sample`` | ``parse``. cache: SQLite judgment cache (None: in memory).
         options: further :func:`csem.judge.judge_records` arguments (``n``, ``temperature``,
-            ``backend_options`` ...).
+            ``backend_options``, ``batch``, ``prices`` ...).
 
     Returns:
         ``(records, summary)``: copies of the records with ``judge.<aspect>`` (the score on the
@@ -92,7 +92,8 @@ def annotate(data: Any, rubric: str | Sequence[str], judge: str = "local", *, ou
              compare: bool = False, pairs: str = "all", per_source: int | None = None,
              rating_col: str | None = None, mode: str = "probs", seed: int = 0, cache: str | Path | None = None,
              progress: bool = False, backend_options: Mapping[str, Any] | None = None, repeatability: float = 0.0,
-             repeat_rubrics: str | Sequence[str] | None = None, repeat_seed: int = 0) -> dict:
+             repeat_rubrics: str | Sequence[str] | None = None, repeat_seed: int = 0, batch: Any = None,
+             prices: Any = None) -> dict:
     """CSEM stage ii, as ``csem annotate``: judge candidates and write the labelled file with its
     provenance ``<out>.judge.json`` (judge, mode, each column's rubric and scale), which
     :func:`train` reads for the label range and the metric card.
@@ -111,6 +112,11 @@ def annotate(data: Any, rubric: str | Sequence[str], judge: str = "local", *, ou
             ``sample`` mode a second set of samples), into ``judge.<aspect>.repeat`` (never a training
             label); writes ``<out>.repeatability.json`` with the judge's repeatability and its attenuation
             bound ([`csem.judge.repeat`][]). repeat_seed: the draw of those sources.
+        batch: ``True`` (batch jobs of an ``openai:`` judge, state in ``<out>.batch``) or a
+            [`csem.judge.batch.BatchOptions`][] (no waiting, resubmitting, a vLLM request file, result
+            files); while requests are pending the output is not written and the summary says so.
+        prices: a [`csem.judge.cost.Prices`][] or ``{"input": usd, "output": usd}`` per million
+            tokens: ``cost_usd`` in the summary and the provenance.
 
     Returns:
         The judge summary as a dict (total, judged, cached, failed, missing by reason, seconds; ``repeat``:
@@ -129,9 +135,17 @@ def annotate(data: Any, rubric: str | Sequence[str], judge: str = "local", *, ou
                             progress=progress, backend_options=backend_options)
     if isinstance(repeat_rubrics, str):
         repeat_rubrics = [r for r in repeat_rubrics.split(",") if r.strip()]
+    if batch is True:
+        from csem.judge.batch import BatchOptions
+
+        batch = BatchOptions()
+    if isinstance(prices, Mapping):
+        from csem.judge.cost import Prices
+
+        prices = Prices(**prices)
     return annotate_file(recs, out, rubrics=rubrics, judge=judge, mode=mode, cache=cache, progress=progress,
                          backend_options=backend_options, repeatability=repeatability,
-                         repeat_rubrics=repeat_rubrics, repeat_seed=repeat_seed)
+                         repeat_rubrics=repeat_rubrics, repeat_seed=repeat_seed, batch=batch or None, prices=prices)
 
 
 def train(data: Any, label_col: str | Sequence[str], *, out_dir: str | Path | None = None, mode: str | None = None,

@@ -179,7 +179,8 @@ def data_file(tmp_path):
     return p
 
 
-def test_kill_during_polling_then_resume_submits_once(tmp_path, data_file):
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["kill-9", "ctrl-c"])
+def test_kill_during_polling_then_resume_submits_once(tmp_path, data_file, sig):
     out = tmp_path / "labelled.jsonl"
     plan = ["validating"] + ["in_progress"] * 400 + ["finalizing", "completed"]
     with FakeBatchServer(plan=plan) as fake:
@@ -191,8 +192,10 @@ def test_kill_during_polling_then_resume_submits_once(tmp_path, data_file):
         while time.time() < deadline and fake.retrieves < 3:
             time.sleep(0.1)
         assert fake.retrieves >= 3, proc.communicate(timeout=5)
-        os.kill(proc.pid, signal.SIGKILL)  # kill -9 while it polls
-        proc.wait(timeout=30)
+        os.kill(proc.pid, sig)  # kill -9 (or Ctrl-C) while it polls
+        _, err = proc.communicate(timeout=60)
+        if sig == signal.SIGINT:
+            assert proc.returncode != 0 and b"keep running at the provider" in err
         assert json.loads(state.read_text())["batches"][0]["id"] == "batch_0001" and not out.exists()
         fake.plan = ["validating", "in_progress", "completed"]  # the provider finishes meanwhile
         r = cli(*annotate_args(data_file, out, fake, "--batch", "--batch-poll", "0.05"))
@@ -331,3 +334,44 @@ def test_pipeline_annotate_stage_batch_prices_and_dry_run(tmp_path, fake_llm):
         assert "batch" not in p.annotate_settings() and "prices" not in p.annotate_settings()
         assert (tmp_path / "run" / "labelled.jsonl.batch" / "state.json").exists()
         assert p.estimate_annotate().to_send == 0  # all cached now
+
+
+# ----------------------------------------------------------------------------- slow: the local judge's own count
+@pytest.mark.slow
+def test_dry_run_counts_are_the_llama_judges_own(tmp_path):
+    """--dry-run's prompt tokens equal what the llama.cpp judge (``local``) reports when it evaluates
+    the same 20 prompts, prompt by prompt."""
+    from csem.data.records import read_records
+    from csem.judge import rating_cache_key
+    from csem.judge.cache import JudgmentCache
+    from csem.judge.cost import token_counter
+    from csem.judge.runner import estimate_records
+    from csem.llm import get_model
+    from csem.rubrics import load_rubric
+
+    src = read_records(REPO / "src" / "csem" / "pipeline" / "examples" / "news_sources.jsonl", required=("source",))
+    recs = [{"id": r["id"], "source": r["source"], "candidate": r["source"].split(". ")[0] + "."} for r in src[:20]]
+    judge = get_model("local")
+    est = estimate_records(recs, RUBRIC, judge, cache=tmp_path / "cache.sqlite", prices=Prices(input=1, output=1))
+    assert (est.to_send, est.exact) == (20, True) and "llama.cpp" in est.tokenizer
+    rows, s = judge_records(recs, RUBRIC, judge, cache=tmp_path / "cache.sqlite", progress=False)
+    assert s.judged == 20 and est.prompt_tokens == s.prompt_tokens
+    rubric, count = load_rubric(RUBRIC), token_counter(judge.api).count
+    with JudgmentCache(tmp_path / "cache.sqlite") as cache:
+        for r in recs:  # prompt by prompt: the dry run's count is the count the judge stored
+            row = cache.get(rating_cache_key(judge.id, rubric, r))
+            assert row["prompt_tokens"] == count(rubric.render(r, "coherence")) > 100
+    assert estimate_records(recs, RUBRIC, judge, cache=tmp_path / "cache.sqlite").to_send == 0
+    assert est.cost == pytest.approx((est.prompt_tokens + 20) / 1e6)
+
+
+def test_api_annotate_with_batch_and_prices(tmp_path):
+    import csem
+
+    with FakeBatchServer() as fake:
+        s = csem.annotate(records(4), RUBRIC, f"openai:{MODEL}", out=tmp_path / "l.jsonl", backend_options=opts(fake),
+                          batch=True, prices={"input": 1.0, "output": 4.0})
+        assert (s["judged"], fake.creations) == (4, 1) and s["cost_usd"] > 0
+        assert (tmp_path / "l.jsonl.batch" / "state.json").exists() and (tmp_path / "l.jsonl").exists()
+        prov = json.loads((tmp_path / "l.jsonl.judge.json").read_text())
+        assert prov["cost_usd"] == s["cost_usd"] and prov["prices"]["input"] == 1.0

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from csem.judge.cache import JudgmentCache, judgment_key
 from csem.judge.parse import ParseResult, parse_score
-from csem.judge.runner import (JudgeSummary, ajudge_records, judge_records, rating_cache_key,
+from csem.judge.runner import (JudgeSummary, ajudge_records, estimate_records, judge_records, rating_cache_key,
                                rubric_columns)
 from csem.judge.scoring import MODES, Judgment, score_probs, score_sample, weighted_score
 
 __all__ = ["JudgmentCache", "judgment_key", "ParseResult", "parse_score", "JudgeSummary", "ajudge_records",
-           "judge_records", "rating_cache_key", "rubric_columns", "MODES", "Judgment", "score_probs", "score_sample",
+           "estimate_records", "judge_records", "rating_cache_key", "rubric_columns", "MODES", "Judgment", "score_probs", "score_sample",
            "weighted_score"]

@@ -3,7 +3,7 @@
 request file for vLLM's offline batch runner, or read back from a result file produced elsewhere.
 
 The batch is a transport, not a second judging loop. The one executor
-([`csem.judge.executor.execute`][]) renders, looks up the cache, calls the provider and parses, as
+(`csem.judge.executor.execute`) renders, looks up the cache, calls the provider and parses, as
 in synchronous judging; only the provider's request (``OpenAIBackend._request``, the same body:
 ``logprobs``/``top_logprobs`` in ``probs`` mode, ``n``, ``seed``, ``response_format`` ...) is
 handed to a [`BatchTransport`][csem.judge.batch.BatchTransport] instead of the server. A pass of
@@ -11,7 +11,7 @@ the executor with the transport in place
 
 * answers a request from the batch results when they hold it (the chat completion goes through
   the provider's own parsing and probability weighting, and the judgment into the cache);
-* takes any other request for a batch and raises [`Deferred`][csem.judge.executor.Deferred], so
+* takes any other request for a batch and raises `csem.judge.executor.Deferred`, so
   the job is missing ``pending ...`` and nothing is cached.
 
 [`BatchRun.execute`][csem.judge.batch.BatchRun.execute] repeats such passes: after the first it
@@ -366,7 +366,7 @@ class BatchRun:
     # ------------------------------------------------------------------ the passes
     async def execute(self, jobs: Sequence[Job], task: JudgingTask, model: Model, store: JudgmentCache, *,
                       mode: str) -> tuple[dict[Hashable, Judgment], Tally]:
-        """[`execute`][csem.judge.executor.execute] with the requests sent as batches: the same
+        """`csem.judge.executor.execute` with the requests sent as batches: the same
         arguments and result. Returns after the batches end (``wait``) or once they are submitted.
 
         Raises:

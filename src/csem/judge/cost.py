@@ -123,11 +123,12 @@ def token_counter(api: Any) -> TokenCounter:
                         exact=False)
 
 
-def completion_bound(mode: str, *, n: int, max_tokens: int) -> int:
-    """Completion tokens one judgment may take: 1 (``probs``), ``n * max_tokens`` (``sample``),
-    ``max_tokens`` (``parse``)."""
+def completion_bound(mode: str, *, n: int, max_tokens: int, scale_max: int = 5, api: Any = None) -> int:
+    """Completion tokens one judgment may take: 1 (``probs``; 3 for an ``openai:`` judge on a scale
+    beyond 9, which asks for three tokens to see whether a number is split), ``n * max_tokens``
+    (``sample``), ``max_tokens`` (``parse``)."""
     if mode == "probs":
-        return 1
+        return 3 if scale_max > 9 and str(getattr(api, "id", "")).startswith("openai:") else 1
     return n * max_tokens if mode == "sample" else max_tokens
 
 
@@ -185,17 +186,18 @@ class Estimate:
 
 
 def estimate(messages: Sequence[Sequence[dict]], *, judgments: int, api: Any, mode: str, n: int, max_tokens: int,
-             prices: Prices | None = None) -> Estimate:
+             prices: Prices | None = None, scale_max: Sequence[int] | None = None) -> Estimate:
     """The dry-run figures of the chats that would be sent (``messages``: one per uncached judgment).
 
     Args:
         messages: the rendered chats to send. judgments: all requested (cached ones included).
         api: the judge's provider (its tokenizer counts). mode, n, max_tokens: the run's settings.
-        prices: optional prices.
+        prices: optional prices. scale_max: per chat, the top of its rubric's scale (default 5).
     """
     counter = token_counter(api)
     prompt = sum(counter.count(m) for m in messages)
-    completion = len(messages) * completion_bound(mode, n=n, max_tokens=max_tokens)
+    tops = list(scale_max) if scale_max is not None else [5] * len(messages)
+    completion = sum(completion_bound(mode, n=n, max_tokens=max_tokens, scale_max=t, api=api) for t in tops)
     return Estimate(judgments=judgments, cached=judgments - len(messages), to_send=len(messages),
                     prompt_tokens=prompt, completion_tokens=completion, tokenizer=counter.label,
                     exact=counter.exact, mode=mode, prices=prices)

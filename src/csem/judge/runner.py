@@ -407,4 +407,4 @@ def estimate_records(
         if own_cache:
             store.close()
     return estimate([j.messages for j in todo], judgments=len(jobs), api=backend.api, mode=mode, n=n,
-                    max_tokens=max_tokens, prices=prices)
+                    max_tokens=max_tokens, prices=prices, scale_max=[j.spec[0].scale.max for j in todo])
