@@ -103,16 +103,15 @@ def judge_agreement(rows: list[dict], jscore: dict) -> dict:
 
 def rerank(quick: bool, student_dir: Path, student_origin: str) -> dict:
     """N-best reranking of held-out SummEval sources: every selection rule, measured on the test slice."""
-    args = SimpleNamespace(dev_docs="50:70", test_docs="70:100", judge_docs="70:80", n=16, seed=0, judge="local",
+    args = SimpleNamespace(dev_docs="50:70", test_docs="70:100", judge_docs="70:80", seed=0, judge="local",
                            rubrics="geval/summeval-relevance", objective="rouge1", bootstrap=1000)
-    if quick:
-        args.dev_docs, args.test_docs, args.judge_docs, args.n, args.bootstrap = "50:52", "52:54", "52:53", 4, 50
+    if quick:  # no judge: its minutes per candidate are the full run's business
+        args.dev_docs, args.test_docs, args.judge_docs, args.bootstrap = "50:52", "52:54", "52:52", 50
     t_all = time.perf_counter()
     from csem.apply.mbr import mbr_select
     from csem.apply.metrics import JudgeMetric, load_metric
     from csem.apply.reranking import add_scores, build_nbest, rerank_scored, score_specs
     from csem.apply.tune import clean_lists, mert, objective, random_search
-
 
     # ---- held-out sources and their N-best lists
     d0, d1 = (int(x) for x in args.dev_docs.split(":"))
@@ -139,10 +138,8 @@ def rerank(quick: bool, student_dir: Path, student_origin: str) -> dict:
     for r in rows:
         hs = [r.get(f"human.{a}") for a in HEADS]
         r["human.mean"] = float(np.mean(hs)) if all(h is not None for h in hs) else np.nan
-    samples = [r for r in rows if r["system_id"] != "greedy"]
-    greedy = {r["doc_id"]: r for r in rows if r["system_id"] == "greedy"}
-    dev = [r for r in samples if r["doc_id"] in dev_ids]
-    test = [r for r in samples if r["doc_id"] in test_ids]
+    dev = [r for r in rows if r["doc_id"] in dev_ids]
+    test = [r for r in rows if r["doc_id"] in test_ids]
 
     # ---- dev: the Eq. 7 head and the Eq. 8 weights (MERT vs random search)
     obj_col = f"metric.{args.objective}"
@@ -166,15 +163,12 @@ def rerank(quick: bool, student_dir: Path, student_origin: str) -> dict:
         by_doc.setdefault(r["doc_id"], []).append(r)
     tdocs = sorted(by_doc)
     chosen["random pick"] = {d: rng.choice(by_doc[d]) for d in tdocs}
-    if greedy:
-        chosen["greedy output"] = {d: greedy[d] for d in tdocs if d in greedy}
-    else:  # one system for every source: the best on dev by the objective (a fixed generator)
-        sys_dev: dict[str, list[float]] = {}
-        for r in dev:
-            sys_dev.setdefault(r["system_id"], []).append(r[obj_col])
-        best_sys = max(sys_dev, key=lambda k: np.mean(sys_dev[k]))
-        chosen[f"best single system on dev ({best_sys})"] = {d: r for d in tdocs for r in by_doc[d]
-                                                              if r["system_id"] == best_sys}
+    sys_dev: dict[str, list[float]] = {}  # one system for every source: the best on dev by the objective
+    for r in dev:
+        sys_dev.setdefault(r["system_id"], []).append(r[obj_col])
+    best_sys = max(sys_dev, key=lambda k: np.mean(sys_dev[k]))
+    chosen[f"best single system on dev ({best_sys})"] = {d: r for d in tdocs for r in by_doc[d]
+                                                          if r["system_id"] == best_sys}
     head_name = best_head.split(".")[-1]
     chosen[f"student {head_name} head (Eq. 7)"] = {r["doc_id"]: r for r in rerank_scored(test, [best_head]).chosen}
     chosen["student 4 heads, MERT weights (Eq. 8)"] = {
@@ -189,9 +183,9 @@ def rerank(quick: bool, student_dir: Path, student_origin: str) -> dict:
     to_judge = {r["id"]: r for sel in chosen.values() for d, r in sel.items() if d in judge_ids}
     t = time.perf_counter()
     log(f"judging {len(to_judge)} distinct chosen candidates x {len(judge.rubric_ids)} rubrics with {args.judge}")
-    jrows = add_scores(list(to_judge.values()), judge.score(list(to_judge.values())))
+    jrows = add_scores(list(to_judge.values()), judge.score(list(to_judge.values()))) if to_judge else []
     t_judge = time.perf_counter() - t
-    jcols = judge.columns
+    jcols = judge.columns if to_judge else []
     jscore = {r["id"]: (float(np.mean([r[c] for c in jcols])) if all(r.get(c) is not None for c in jcols)
                         else np.nan) for r in jrows}
     log(f"judge: {t_judge:.0f} s ({judge.last_summary})")

@@ -49,7 +49,8 @@ def _reuse(rows: list[dict], n: int) -> dict:
     arms = {}
     for arm, reuse in (("reuse", True), ("no_reuse", False)):
         model = get_model("local", n_threads=threads(), prefix_reuse=reuse)
-        judge_records(rows[:1], "geval/summeval-coherence", model, cache=None, progress=False)  # load, warm
+        warm = [{"id": "warm-up", "source": "A warm-up article.", "candidate": "A warm-up summary."}]
+        judge_records(warm, "geval/summeval-coherence", model, cache=None, progress=False)  # load the model
         t = time.perf_counter()
         out, summ = judge_records(rows[:n], "geval/summeval-coherence", model, cache=None, progress=False)
         arms[arm] = (time.perf_counter() - t, [o["judge.coherence"] for o in out], summ)
@@ -87,6 +88,7 @@ def run(quick: bool = False) -> dict:
             secs = backend_seconds(cache, model.id, sub, "geval/summeval-coherence", mode, n_sample)
             stats[mode] = {"n": len(out), "seconds": secs, "s_per_judgment": secs / len(out),
                            "missing": sum(o["judge.coherence"] is None for o in out), "corr": corr(out, "coherence")}
+        stats["n_samples"] = n_sample
         stats["speedup_probs_over_sample"] = stats["sample"]["seconds"] / max(stats["probs"]["seconds"], 1e-9)
         results["sample"] = stats
         results["main"] = {}
@@ -118,11 +120,11 @@ def report(results: dict) -> str:
         s = results["sample"]
         rows = [[m, s[m]["n"], fmt(s[m]["seconds"], 1), fmt(s[m]["s_per_judgment"], 2), s[m]["corr"]["spearman"],
                  s[m]["corr"]["kendall"], s[m]["missing"]] for m in ("probs", "sample")]
-        lines += ["## probs vs sample (n=20, temperature 1), coherence", "",
+        lines += [f"## probs vs sample (n={s.get('n_samples', 20)}, temperature 1), coherence", "",
                   markdown_table(rows, list("abcdefg"), digits=4,
                                  headers=["mode", "judgments", "backend seconds", "s/judgment", "summary Spearman",
                                           "summary Kendall tau-b", "missing"]),
-                  "", f"probs is {s['speedup_probs_over_sample']:.2f}x faster than sample n=20.", ""]
+                  "", f"probs is {s['speedup_probs_over_sample']:.2f}x faster than sample n={s.get('n_samples', 20)}.", ""]
     if results.get("main"):
         rows = [[a, d["docs_done"], d["n"], d["missing"], d["corr"]["spearman"], d["corr"]["kendall"],
                  f"{d['corr']['n_docs']} / {d['corr']['n_skipped']}"] for a, d in results["main"].items()]
