@@ -72,6 +72,7 @@ class FakeBatchServer:
         errors: ``errors(body) -> (status, message) | None``: the requests it names go to the error file.
         malformed: put a broken line into the output file (in place of the first request's line).
         partial: how many requests an expired or cancelled batch answered.
+        key: when set, a request without ``Authorization: Bearer <key>`` gets a 401.
 
     Attributes:
         creations: batches created. uploads: files uploaded. chat_bodies: bodies of the synchronous
@@ -80,11 +81,12 @@ class FakeBatchServer:
     """
 
     def __init__(self, *, plan=("validating", "in_progress", "finalizing", "completed"), errors=None,
-                 malformed=False, partial=0):
+                 malformed=False, partial=0, key=None):
         self.plan = list(plan)
         self.errors = errors
         self.malformed = malformed
         self.partial = partial
+        self.key = key
         self.files: dict[str, dict] = {}
         self.batches: dict[str, dict] = {}
         self.steps: dict[str, int] = {}
@@ -112,6 +114,14 @@ class FakeBatchServer:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def _refused(self) -> bool:
+                if outer.key is None or self.headers.get("Authorization") == f"Bearer {outer.key}" \
+                        or self.headers.get("api-key") == outer.key:
+                    return False
+                self._send(401, {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error",
+                                           "code": "invalid_api_key"}})
+                return True
+
             def _route(self) -> list[str]:
                 path = urlparse(self.path).path
                 with outer.lock:
@@ -121,6 +131,8 @@ class FakeBatchServer:
 
             def do_GET(self):
                 parts = self._route()
+                if self._refused():
+                    return None
                 with outer.lock:
                     if parts[:1] == ["files"] and len(parts) == 3 and parts[2] == "content":
                         f = outer.files.get(parts[1])
@@ -143,6 +155,8 @@ class FakeBatchServer:
             def do_POST(self):
                 parts = self._route()
                 raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if self._refused():
+                    return None
                 with outer.lock:
                     if parts == ["files"]:
                         return self._send(200, outer._upload(self.headers.get("Content-Type", ""), raw))

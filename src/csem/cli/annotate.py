@@ -10,8 +10,8 @@ from rich.console import Console
 
 from csem.cli import app, col_option, column_map, fail
 from csem.cli.judge import (batch_file_option, batch_no_wait_option, batch_option, batch_outcome, batch_poll_option,
-                            batch_resubmit_option, batch_results_option, batch_settings, dry_run_option,
-                            parse_options, price_in_option, price_out_option, run_outcome)
+                            batch_resubmit_option, batch_results_option, batch_and_prices, dry_run_option,
+                            parse_options, price_in_option, price_out_option, print_estimate, run_outcome)
 from csem.data.records import check_output_path
 from csem.pipeline.annotate import annotate_file
 
@@ -61,24 +61,17 @@ def annotate(
     single-aspect CSEM rubric; a multi-aspect id such as csem/summ-multi-ref-free compares on each of
     its aspects, one judge call per aspect and order)."""
     check_output_path(out)  # before any work
-    from csem.judge.cost import prices_from
-
-    prices = prices_from(price_in, price_out)
-    batching = batch_settings(batch=batch, no_wait=batch_no_wait, resubmit=batch_resubmit, batch_file=batch_file,
-                              batch_results=batch_results, poll=batch_poll, state_dir=out.with_name(out.name + ".batch"))
+    batching, prices = batch_and_prices(batch=batch, no_wait=batch_no_wait, resubmit=batch_resubmit, poll=batch_poll,
+                                        batch_file=batch_file, batch_results=batch_results, price_in=price_in,
+                                        price_out=price_out, state_dir=out.with_name(out.name + ".batch"))
     if (batching is not None or dry_run) and compare:
         raise fail("--batch, --batch-file, --batch-results and --dry-run judge ratings; not with --compare")
     if dry_run:
-        from rich.markup import escape
-
         from csem.data.records import read_records
-        from csem.judge.runner import estimate_records
 
-        cache_file = cache if cache is not None else out.with_name(out.name + ".judge_cache.sqlite")
-        est = estimate_records(read_records(data, columns=column_map(col)), [r for r in rubric.split(",") if r], judge,
-                               mode=mode, n=n, temperature=temperature, cache=cache_file,
-                               backend_options=parse_options(judge_opt), prices=prices)
-        Console().print(escape(str(est)), soft_wrap=True)
+        print_estimate(read_records(data, columns=column_map(col)), [r for r in rubric.split(",") if r], judge,
+                       mode=mode, n=n, temperature=temperature, max_tokens=10, judge_opt=judge_opt, prices=prices,
+                       cache=cache or out.with_name(out.name + ".judge_cache.sqlite"), console=Console())
         raise typer.Exit(0)
     if compare:
         from csem.pipeline.annotate import compare_file

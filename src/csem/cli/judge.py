@@ -66,6 +66,22 @@ def price_out_option():
     return typer.Option(None, "--price-out", help="US dollars per million completion tokens")
 
 
+def batch_and_prices(*, batch: bool, no_wait: bool, resubmit: bool, batch_file: Optional[Path],
+                     batch_results: Optional[list[Path]], poll: float, state_dir: Optional[Path],
+                     price_in: Optional[float], price_out: Optional[float]):
+    """``(BatchOptions or None, Prices or None)`` of the batch and price flags
+    ([`csem.judge.batch.BatchOptions`][], [`csem.judge.cost.Prices`][]); None: synchronous, unpriced.
+
+    Raises:
+        InputError: flags that do not go together, ``--batch`` without a place for its state, one
+            price without the other.
+    """
+    from csem.judge.cost import prices_from
+
+    return batch_settings(batch=batch, no_wait=no_wait, resubmit=resubmit, batch_file=batch_file,
+                          batch_results=batch_results, poll=poll, state_dir=state_dir), prices_from(price_in, price_out)
+
+
 def batch_settings(*, batch: bool, no_wait: bool, resubmit: bool, batch_file: Optional[Path],
                    batch_results: Optional[list[Path]], poll: float, state_dir: Optional[Path]):
     """The [`csem.judge.batch.BatchOptions`][] of the batch flags, or None for synchronous judging.
@@ -97,6 +113,18 @@ def batch_settings(*, batch: bool, no_wait: bool, resubmit: bool, batch_file: Op
     if state_dir is None:
         raise InputError("--batch needs --out: the batch ids are recorded beside it (<out>.batch/)")
     return BatchOptions(state_dir=state_dir, wait=not no_wait, resubmit=resubmit, poll=poll)
+
+
+def print_estimate(records, rubric, judge, *, mode, n, temperature, max_tokens, cache, judge_opt, prices,
+                   console) -> None:
+    """``--dry-run``: print [`csem.judge.estimate_records`][]'s token count and cost; nothing is sent."""
+    from rich.markup import escape
+
+    from csem.judge.runner import estimate_records
+
+    est = estimate_records(records, rubric, judge, mode=mode, n=n, temperature=temperature, max_tokens=max_tokens,
+                           cache=cache, backend_options=parse_options(judge_opt), prices=prices)
+    console.print(escape(str(est)), soft_wrap=True)
 
 
 def batch_outcome(summary: dict, console, judge: str) -> bool:
@@ -153,11 +181,8 @@ def run_judging(records, rubric, judge, *, out, mode, n, temperature, max_tokens
         check_output_path(out)  # before any work
     store = None if no_cache else (cache or default_cache())
     if dry_run:
-        from csem.judge.runner import estimate_records
-
-        est = estimate_records(records, rubric, judge, mode=mode, n=n, temperature=temperature, max_tokens=max_tokens,
-                               cache=store, backend_options=parse_options(judge_opt), prices=prices)
-        console.print(escape(str(est)), soft_wrap=True)
+        print_estimate(records, rubric, judge, mode=mode, n=n, temperature=temperature, max_tokens=max_tokens,
+                       cache=store, judge_opt=judge_opt, prices=prices, console=console)
         return 0
     rows, summary = judge_records(records, rubric, judge, mode=mode, n=n, temperature=temperature,
                                   max_tokens=max_tokens, min_mass=min_mass, cache=store,
@@ -241,12 +266,10 @@ def judge(
         raise fail("--data is required (or use --list-rubrics)")
     if out is not None:
         check_output_path(out)  # before any work
-    from csem.judge.cost import prices_from
-
-    prices = prices_from(price_in, price_out)
-    batching = batch_settings(batch=batch, no_wait=batch_no_wait, resubmit=batch_resubmit, batch_file=batch_file,
-                              batch_results=batch_results, poll=batch_poll,
-                              state_dir=None if out is None else out.with_name(out.name + ".batch"))
+    batching, prices = batch_and_prices(batch=batch, no_wait=batch_no_wait, resubmit=batch_resubmit,
+                                        batch_file=batch_file, batch_results=batch_results, poll=batch_poll,
+                                        state_dir=None if out is None else out.with_name(out.name + ".batch"),
+                                        price_in=price_in, price_out=price_out)
     columns = {k: v for k, v in (("source", source_col), ("candidate", candidate_col), ("reference", reference_col)) if v}
     columns.update(column_map(col))
     rubrics = load_rubrics(rubric)

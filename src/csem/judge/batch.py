@@ -362,6 +362,7 @@ class BatchRun:
         self.written: list[Path] = []
         self.submitted: list[str] = []
         self.pending = 0
+        self._redact = lambda text: text
 
     # ------------------------------------------------------------------ the passes
     async def execute(self, jobs: Sequence[Job], task: JudgingTask, model: Model, store: JudgmentCache, *,
@@ -381,6 +382,7 @@ class BatchRun:
             raise InputError(f"batch jobs need an OpenAI-compatible judge (openai:MODEL, Azure OpenAI); {model.id} "
                              "is not one (judge it synchronously, or write a request file for vLLM with an openai: judge)")
         opts = self.options
+        self._redact = model.redact  # API keys out of every message
         transport = BatchTransport(self)
         if opts.result_files:
             for p in opts.result_files:
@@ -404,7 +406,8 @@ class BatchRun:
         checked = False
         for _ in range(12):  # submit, wait, collect; a probs -> parse fallback adds one round
             if self.state is not None:
-                client = client or await model.api._client()
+                # the provider's client, with the SDK's own retries for the Files and Batches calls
+                client = client or (await model.api._client()).with_options(max_retries=3)
                 for e in self.state.entries:  # recorded by a run killed before it created the batch
                     if e.id is None:
                         await self._create(client, e, model)
@@ -457,12 +460,12 @@ class BatchRun:
         try:
             return await coro_fn(*args, **kwargs)
         except openai.APIStatusError as exc:
-            msg = f"{what}: HTTP {exc.status_code}: {getattr(exc, 'message', exc)}"
+            msg = self._redact(f"{what}: HTTP {exc.status_code}: {getattr(exc, 'message', exc)}")
             if exc.status_code in (401, 403):
                 raise BackendAuthError(f"{msg}: authentication failed; check the API key") from None
             raise BackendError(msg, transient=exc.status_code in (408, 409, 429) or exc.status_code >= 500) from None
         except openai.OpenAIError as exc:
-            raise BackendError(f"{what}: {type(exc).__name__}: {exc}", transient=True) from None
+            raise BackendError(self._redact(f"{what}: {type(exc).__name__}: {exc}"), transient=True) from None
 
     async def _submit(self, client: Any, requests: dict[str, dict], model: Model) -> None:
         """Write, upload and create batches for ``requests``, recording every step in the state first."""
