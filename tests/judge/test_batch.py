@@ -243,6 +243,22 @@ def test_bad_flag_combinations_exit_2(tmp_path, data_file):
     assert res.exit_code == 2 and "OpenAI-compatible judge" in res.output
 
 
+def test_refused_key_and_csem_judge_batch(tmp_path, data_file):
+    with FakeBatchServer(key="sk-batch-secret") as fake:
+        def judge(key, *extra):
+            return cli("judge", "--data", data_file, "--rubric", RUBRIC, "--judge", f"openai:{MODEL}", "--out",
+                       tmp_path / "j.jsonl", "--cache", tmp_path / "c.sqlite", "--no-progress", "--judge-opt",
+                       f"base_url={fake.url}", "--judge-opt", f"api_key={key}", "--batch", "--batch-poll", "0", *extra)
+
+        r = judge("sk-wrong-secret-123")
+        assert r.returncode == 1 and "authentication failed" in r.stdout and "sk-wrong-secret-123" not in r.stdout
+        assert fake.creations == 0
+        r = judge("sk-batch-secret", "--price-in", "1", "--price-out", "1")
+        assert r.returncode == 0 and fake.creations == 1 and "cost $" in r.stdout, r.stdout
+        rows = [json.loads(t) for t in (tmp_path / "j.jsonl").read_text().splitlines()]
+        assert len(rows) == 6 and all(x["judge.coherence"] is not None for x in rows)
+
+
 # ----------------------------------------------------------------------------- vLLM offline
 def test_batch_file_has_vllms_format_and_results_come_back(tmp_path, data_file):
     out, req = tmp_path / "labelled.jsonl", tmp_path / "requests.jsonl"
@@ -375,3 +391,35 @@ def test_api_annotate_with_batch_and_prices(tmp_path):
         assert (tmp_path / "l.jsonl.batch" / "state.json").exists() and (tmp_path / "l.jsonl").exists()
         prov = json.loads((tmp_path / "l.jsonl.judge.json").read_text())
         assert prov["cost_usd"] == s["cost_usd"] and prov["prices"]["input"] == 1.0
+
+
+@pytest.mark.slow
+def test_request_file_through_a_real_openai_server_equals_synchronous(tmp_path, data_file, llama_server):
+    """The request file's bodies sent as they are to a real OpenAI-compatible server (llama.cpp's, SmolLM2,
+    standing in for vLLM's batch runner), the replies written as vLLM's BatchRequestOutput lines and read
+    back with --batch-results: the same scores and probability mass as synchronous judging."""
+    import httpx
+
+    out, req, res = tmp_path / "labelled.jsonl", tmp_path / "requests.jsonl", tmp_path / "results.jsonl"
+    base = ["annotate", "--data", data_file, "--rubric", RUBRIC, "--out", out, "--judge", "openai:smollm2",
+            "--judge-opt", f"base_url={llama_server.url}"]
+    r = cli(*base, "--batch-file", req)
+    assert r.returncode == 0 and not out.exists(), r.stdout
+    lines = [BatchRequestInput.model_validate_json(t) for t in req.read_text().splitlines()]
+    with httpx.Client(timeout=300) as client, res.open("w") as fh:
+        for i, x in enumerate(lines):
+            body = json.loads(req.read_text().splitlines()[i])["body"]
+            reply = client.post(llama_server.url + "/chat/completions", json=body)
+            line = BatchRequestOutput(id=f"r{i}", custom_id=x.custom_id, error=None,
+                                      response={"status_code": reply.status_code, "request_id": f"q{i}",
+                                                "body": reply.json()})
+            fh.write(line.model_dump_json() + "\n")
+    r = cli(*base, "--batch-results", res)
+    assert r.returncode == 0, r.stdout
+    rows = [json.loads(t) for t in out.read_text().splitlines()]
+    sync, s = judge_records(records(), RUBRIC, "openai:smollm2", cache=tmp_path / "sync.sqlite", progress=False,
+                            backend_options={"base_url": llama_server.url})
+    assert s.judged == 6 and s.fallback is None
+    for a, b in zip(rows, sync):
+        assert a["judge.coherence"] == pytest.approx(b["judge.coherence"], abs=1e-6)
+        assert a["judge.coherence.mass"] == pytest.approx(b["judge.coherence.mass"], abs=1e-6)
