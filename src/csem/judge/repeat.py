@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from csem.data.columns import Column
+from csem.errors import InputError
 from csem.rubrics import Rubric, load_rubrics
 
 
@@ -39,7 +40,7 @@ def repeat_sources(records: Sequence[Mapping[str, Any]], share: float, seed: int
         ValueError: ``share`` outside [0, 1].
     """
     if not 0.0 <= share <= 1.0:
-        raise ValueError(f"repeatability must be a share of the sources in [0, 1], got {share}")
+        raise InputError(f"repeatability must be a share of the sources in [0, 1], got {share}")
     ids = sorted({str(_source(r, i)) for i, r in enumerate(records)})
     if share == 0 or not ids:
         return []
@@ -65,10 +66,10 @@ def second_rendering(rubrics: Sequence[Rubric], mode: str, repeat_rubrics: Seque
     if repeat_rubrics:
         second = load_rubrics(list(repeat_rubrics))
         if len(second) != len(rubrics):
-            raise ValueError(f"repeat rubrics: give one second rubric per rubric ({len(rubrics)}), got {len(second)}")
+            raise InputError(f"repeat rubrics: give one second rubric per rubric ({len(rubrics)}), got {len(second)}")
         for a, b in zip(rubrics, second):
             if a.aspect_names != b.aspect_names or (a.scale.min, a.scale.max) != (b.scale.min, b.scale.max):
-                raise ValueError(f"repeat rubric {b.id} must rate the aspects {a.aspect_names} on the scale "
+                raise InputError(f"repeat rubric {b.id} must rate the aspects {a.aspect_names} on the scale "
                                  f"{a.scale.min}-{a.scale.max} of {a.id} (it rates {b.aspect_names}, "
                                  f"{b.scale.min}-{b.scale.max})")
         return second, "rubric files"

@@ -21,6 +21,8 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+from csem.errors import InputError
+
 #: a gain per doubling within +-FLAT (Spearman) counts as flat
 FLAT = 0.01
 #: the labels a fit may be asked about, at most this multiple of the largest measured point
@@ -47,7 +49,7 @@ def log_fit(points: Sequence[tuple[float, float]], *, confidence: float = 0.95) 
 
     pts = [(float(x), float(v)) for x, v in points if v is not None and not math.isnan(float(v)) and x > 0]
     if len(pts) < 2 or len({x for x, _ in pts}) < 2:
-        raise ValueError(f"a learning curve needs points at 2 or more label counts, got {pts}")
+        raise InputError(f"a learning curve needs points at 2 or more label counts, got {pts}")
     xs, ys = [math.log(x) for x, _ in pts], [v for _, v in pts]
     res = stats.linregress(xs, ys)
     slope, icpt = float(res.slope), float(res.intercept)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from typing import Hashable, Mapping, Sequence
 
+from csem.errors import InputError
 from csem.meta.bootstrap import bootstrap_ci
 from csem.meta.correlation import correlations
 
@@ -57,7 +58,7 @@ def repeatability(first: Sequence[float | None], second: Sequence[float | None],
         ValueError: the three sequences differ in length.
     """
     if not len(first) == len(second) == len(groups):
-        raise ValueError(f"first ({len(first)}), second ({len(second)}) and groups ({len(groups)}) differ in length")
+        raise InputError(f"first ({len(first)}), second ({len(second)}) and groups ({len(groups)}) differ in length")
     both = [i for i, (a, b) in enumerate(zip(first, second)) if a is not None and b is not None
             and not (isinstance(a, float) and math.isnan(a)) and not (isinstance(b, float) and math.isnan(b))]
     x, y, g = [first[i] for i in both], [second[i] for i in both], [groups[i] for i in both]
