@@ -96,8 +96,9 @@ def test_gate_reads_no_excluded_feature_and_old_gates_read_all():
 
 
 def test_fit_gate_learns_on_the_features_scoring_reads():
-    """The classifier is fitted on masked features, so its threshold is the 5% quantile of the very
-    probabilities scoring computes (a fit on unmasked features would put it elsewhere)."""
+    """The classifier is fitted on masked features, so its threshold is the lower of the 1% quantile of the
+    accepted texts' and the 99% quantile of the rejected texts' very probabilities scoring computes (a fit on
+    unmasked features would put it elsewhere)."""
     from csem.model.acceptability import contexts_of, fit_gate
     from csem.model.features import pair_features
 
@@ -105,10 +106,13 @@ def test_fit_gate_learns_on_the_features_scoring_reads():
     gate = AcceptabilityGate(gate_size("ref-free"), ["coherence"])
     report = fit_gate(gate, recs, "ref-free", seed=1)
     assert report["excluded_features"] == list(EXCLUDED_FEATURES)
-    accepted, _ = gate_examples(recs, ["coherence"], seed=1)
-    x = torch.tensor([pair_features("lexical", r["candidate"], contexts_of(r, "ref-free")) for r in accepted])
+    accepted, rejected = gate_examples(recs, ["coherence"], seed=1)
+    feats = lambda rows: torch.tensor([pair_features("lexical", r["candidate"], contexts_of(r, "ref-free"))  # noqa: E731
+                                       for r in rows])
     with torch.no_grad():
-        theta = torch.quantile(gate.probabilities(x)[:, 0], report["quantile"])
+        theta = torch.minimum(torch.quantile(gate.probabilities(feats(accepted))[:, 0], report["quantile"]),
+                              torch.quantile(gate.probabilities(feats(rejected["coherence"]))[:, 0],
+                                             report["rejected_quantile"]))
     assert float(gate.threshold[0]) == pytest.approx(float(theta), rel=1e-5, abs=1e-7)
 
 

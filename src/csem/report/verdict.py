@@ -138,8 +138,8 @@ def aspect_verdict(e: AspectEvidence) -> dict[str, Any]:
     if e.r is not None:
         s.append(f"The judge agrees with itself at {_f(e.r)}{_ci(e.r_ci)} on these sources, so about "
                  f"{_f(sqrt_r)} is the most a student can reach against it"
-                 + (f"; the student is {'within' if near else 'short of'} {CEILING_MARGIN:.2f} of that." if sqrt_r
-                    else "."))
+                 + ((f"; the student is within {CEILING_MARGIN:.2f} of it." if near else
+                     f"; the student is more than {CEILING_MARGIN:.2f} below it.") if sqrt_r else "."))
     else:
         s.append("The judge's repeatability was not measured (annotate.repeatability), so the ceiling is unknown.")
     if e.student_dataset is not None and e.student is not None and e.student_dataset - e.student > POOLING_GAP:
