@@ -6,7 +6,8 @@ Spearman with the judge on the held-out articles (the run's seed ensemble with i
 resampled articles, ``meta.json``; each member alone, ``seeds.json``: mean, sd, min, max) and the trivial
 baselines on the same candidates (``baselines.json``: length, extractiveness, system prior), the judge's
 score range, and the machine (CPU model, AMX or not, cores, llama-cpp-python and torch versions).
-``quick``: the same pipeline on 4 articles, one generator, one rubric, a single student, 2 seeds.
+``quick``: the same pipeline on 4 articles, one generator (2 samples each), one rubric, a single student,
+2 seeds.
 """
 
 from __future__ import annotations
@@ -138,7 +139,7 @@ def quick_pipeline(folder: Path) -> str:
 
     spec = yaml.safe_load(resolve_path(PIPELINE, folder).read_text(encoding="utf-8"))
     spec["sources"]["limit"] = 4
-    spec["collect"]["generators"] = spec["collect"]["generators"][:1]
+    spec["collect"]["generators"] = [dict(spec["collect"]["generators"][0], num_samples=2)]  # >= 8 training rows
     spec["collect"]["decoding"]["max_tokens"] = 24
     spec["annotate"]["rubrics"] = spec["annotate"]["rubrics"][:1]
     spec["train"]["model"]["members"] = 1

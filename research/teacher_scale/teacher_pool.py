@@ -67,8 +67,8 @@ from collections import defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-POOL = HERE / "data" / "teacher_pool"
-WORK = HERE / ".cache" / "teacher_pool"  # chunk inputs and annotate outputs (git-ignored)
+POOL = HERE.parents[1] / "benchmarks" / "data" / "teacher_pool"  # the pool stays with the suite
+WORK = HERE.parents[1] / "benchmarks" / ".cache" / "teacher_pool"  # chunk inputs and annotate outputs (git-ignored)
 CHUNK = 100  # ~30 min per chunk on the shared 2-core machine (1 llama.cpp thread)
 TEST_TARGET = 1000  # held-out test candidates (>= 1000), split by article
 #: datasets whose articles are drawn for the test pool: QAGS has one summary per article, which
