@@ -235,8 +235,8 @@ class FakeBatchServer:
     def _finish(self, b: dict) -> None:
         lines = [json.loads(t) for t in self.files[b["input_file_id"]]["data"].decode().splitlines() if t.strip()]
         if b["status"] == "failed":
-            b["errors"] = {"object": "list", "data": [{"code": "invalid_request", "message": "the fake refused the file",
-                                                       "line": None, "param": None}]}
+            refusal = {"code": "invalid_request", "message": "the fake refused the file", "line": None, "param": None}
+            b["errors"] = {"object": "list", "data": [refusal]}
             b["request_counts"] = {"total": len(lines), "completed": 0, "failed": 0}
             return
         total = len(lines)

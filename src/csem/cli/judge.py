@@ -89,7 +89,6 @@ def batch_settings(*, batch: bool, no_wait: bool, resubmit: bool, batch_file: Op
     Raises:
         InputError: flags that do not go together, or ``--batch`` without a place for its state.
     """
-    from csem.errors import InputError
     from csem.judge.batch import BatchOptions
 
     if poll < 0:

@@ -380,7 +380,7 @@ class BatchRun:
         api = model.api
         if not isinstance(api, OpenAIBackend):
             raise InputError(f"batch jobs need an OpenAI-compatible judge (openai:MODEL, Azure OpenAI); {model.id} "
-                             "is not one (judge it synchronously, or write a request file for vLLM with an openai: judge)")
+                             "is not one (judge it synchronously, or write a vLLM request file with an openai: judge)")
         opts = self.options
         self._redact = model.redact  # API keys out of every message
         transport = BatchTransport(self)

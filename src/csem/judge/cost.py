@@ -57,8 +57,6 @@ def prices_from(price_in: float | None, price_out: float | None) -> Prices | Non
     Raises:
         InputError: only one of them given, or a negative price.
     """
-    from csem.errors import InputError
-
     if price_in is None and price_out is None:
         return None
     if price_in is None or price_out is None:
