@@ -423,3 +423,21 @@ def test_request_file_through_a_real_openai_server_equals_synchronous(tmp_path, 
     for a, b in zip(rows, sync):
         assert a["judge.coherence"] == pytest.approx(b["judge.coherence"], abs=1e-6)
         assert a["judge.coherence.mass"] == pytest.approx(b["judge.coherence.mass"], abs=1e-6)
+
+
+def test_repeatability_pass_travels_as_a_batch_too(tmp_path):
+    from csem.errors import InputError
+    from csem.pipeline.annotate import annotate_file, read_repeatability
+
+    with FakeBatchServer() as fake:
+        s = annotate_file(records(), tmp_path / "l.jsonl", rubrics=[RUBRIC], judge=f"openai:{MODEL}",
+                          backend_options=opts(fake), progress=False, repeatability=0.5,
+                          batch=BatchOptions(poll=0.0))
+        assert fake.creations == 2 and not fake.chat_bodies  # the second rendering in a second batch
+        assert s["repeat"]["judged"] > 0 and s["failed"] == 0 and read_repeatability(tmp_path / "l.jsonl")
+        rows = [json.loads(t) for t in (tmp_path / "l.jsonl").read_text().splitlines()]
+        assert sum(r.get("judge.coherence.repeat") is not None for r in rows) == s["repeat"]["judged"]
+        with pytest.raises(InputError, match="--repeatability goes with"):
+            annotate_file(records(), tmp_path / "m.jsonl", rubrics=[RUBRIC], judge=f"openai:{MODEL}",
+                          backend_options=opts(fake), repeatability=0.5,
+                          batch=BatchOptions(request_file=tmp_path / "r.jsonl"))

@@ -88,14 +88,15 @@ def repeat_columns(rubrics: Sequence[Rubric], second: Sequence[Rubric]) -> list[
 def judge_again(labelled: list[dict], rubrics: Sequence[Rubric], judge: Any, *, share: float, seed: int = 0,
                 repeat_rubrics: Sequence[str] | None = None, mode: str = "probs", n: int = 20,
                 temperature: float = 1.0, cache: str | Path | None = None, progress: bool = True,
-                backend_options: Mapping | None = None) -> tuple[list[dict], dict]:
+                backend_options: Mapping | None = None, batch: Any = None) -> tuple[list[dict], dict]:
     """Judge the candidates of a seeded share of the sources again under the second rendering and add
     ``judge.<aspect>.repeat`` to them; compute the repeatability of every judge column.
 
     Args:
         labelled: the first pass's records (``judge.<aspect>`` present), changed in place and returned.
-        rubrics: the first pass's rubrics. judge, mode, n, temperature, cache, progress, backend_options:
-            as the first pass ([`csem.judge.judge_records`][]; ``sample`` mode draws with seed 1).
+        rubrics: the first pass's rubrics. judge, mode, n, temperature, cache, progress, backend_options,
+            batch: as the first pass ([`csem.judge.judge_records`][]; ``sample`` mode draws with seed 1;
+            with ``batch`` the second pass's requests travel as batch jobs too).
         share: share of the sources to re-judge ([`repeat_sources`][csem.judge.repeat.repeat_sources]).
         seed: the draw of the sources. repeat_rubrics: the user's second rubric files (one per rubric).
 
@@ -113,7 +114,7 @@ def judge_again(labelled: list[dict], rubrics: Sequence[Rubric], judge: Any, *, 
     pairs = repeat_columns(rubrics, second)
     again, summary = judge_records([labelled[i] for i in idx], second, judge, mode=mode, n=n, temperature=temperature,
                                    seed=1 if rendering == "second samples" else 0, cache=cache, progress=progress,
-                                   backend_options=backend_options)
+                                   backend_options=backend_options, batch=batch)
     for i, rec in zip(idx, again):
         for first_col, second_col in pairs:
             labelled[i][str(first_col.with_side("repeat"))] = rec.get(str(second_col))

@@ -110,6 +110,9 @@ def annotate_file(candidates: str | Path | Sequence[Mapping], out: str | Path, *
                          "no records to annotate (the file is empty)")
     loaded = load_rubrics(list(rubrics))
     cache = cache if cache is not None else out.with_name(out.name + ".judge_cache.sqlite")
+    if repeatability and batch is not None and batch.offline:
+        raise InputError("--repeatability goes with synchronous judging or --batch, not with --batch-file or "
+                         "--batch-results (the second rendering's requests are not in the request file)")
     if repeatability:  # a bad second rendering (no paraphrase, mismatched files) fails before any judging
         from csem.judge.repeat import repeat_sources, second_rendering
 
@@ -130,7 +133,9 @@ def annotate_file(candidates: str | Path | Sequence[Mapping], out: str | Path, *
 
         labelled, repeat = judge_again(labelled, loaded, judge, share=repeatability, seed=repeat_seed,
                                        repeat_rubrics=repeat_rubrics, mode=mode, n=n, temperature=temperature,
-                                       cache=cache, progress=progress, backend_options=backend_options)
+                                       cache=cache, progress=progress, backend_options=backend_options, batch=batch)
+        if repeat["judge"].get("pending"):  # the second pass waits in batch jobs: written when it is in
+            return {**summary.as_dict(), "pending": repeat["judge"]["pending"], "batches": repeat["judge"]["batches"]}
     write_records(labelled, out)
     by_id = {r.id: r for r in loaded}
     cols = {str(c): {"rubric": rid, "aspect": a, "scale": [by_id[rid].scale.min, by_id[rid].scale.max]}
