@@ -49,14 +49,15 @@ BENCHMARKS: dict[str, str] = {
     "scoring_speed": "scoring throughput: one student, a seed ensemble and COMET on the same rows and threads",
     "apply": "applying the student: N-best reranking, MERT, MBR, MRT and the HTTP scoring server",
     "collect_concurrency": "candidate collection through a llama.cpp server: throughput by concurrency",
-    "fault_sweep": "the scoring server under faults: malformed, oversized and concurrent requests",
+    "fault_sweep": "csem under the faults a user meets (judge server errors, secrets in URLs, bad files, names "
+                   "from data, None content, kill -9): expected, observed, verdict per case",
     "llama_kernels": "llama.cpp kernels: the AMX / weight-repacking probe and its fallback, judging speed",
     "scale": "scale out: judging through an OpenAI-compatible server and scoring through Ray Data",
 }
 
 # benchmarks whose quick run loads no model and takes seconds: the fast test tier runs them; every other
 # quick run loads a real model (GGUF judge, MiniLM, a generator) and is in the slow tier
-FAST: frozenset[str] = frozenset()
+FAST: frozenset[str] = frozenset({"repeatability"})
 
 # the training recipes the suite names: csem.train keyword arguments
 RECIPES: dict[str, dict[str, Any]] = {
