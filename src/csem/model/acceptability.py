@@ -22,8 +22,8 @@ does that beside the regressor, so it cannot disturb what the regressor learned 
   (default 1 %) of ``p_a`` over the accepted training texts and the ``rejected_quantile`` (default 99 %)
   of ``p_a`` over the rejected ones: a real text is lowered only where it looks less acceptable than
   99 % of the rule-made degenerate texts (on SummEval's 1,600 summaries this keeps the real summaries the
-  experts rate above their median from the floor, 0.4 % of the held-out ones, where the 5 % quantile of
-  the accepted texts alone floored 1.4 %; ``research/acceptability_gate``); the normalised head output ``s`` (0 = the scale's minimum,
+  experts rate above their median off the floor: 0.5 % of the held-out ones for coherence, where the
+  5 % quantile of the accepted texts alone floored 1.4 %; ``research/acceptability_gate``); the normalised head output ``s`` (0 = the scale's minimum,
   1 = its maximum) becomes ``min(s, g * s + (1 - g) * REJECT)`` with ``REJECT = -4`` (four scale widths
   below the minimum, still told apart after :func:`csem.model.module.bounded` maps it into the scale).
   A text the gate accepts (``g = 1``) keeps its score exactly; a rejected one falls below the real
