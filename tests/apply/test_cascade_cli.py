@@ -57,7 +57,7 @@ def _rows(out):
 def test_defer_share_judges_exactly_that_share_and_resumes_from_the_cache(setup, tmp_path):
     n = setup[3]
     want = int(0.34 * n + 0.5)
-    res, out = _score(setup, tmp_path, "--defer", "0.34", "--defer-by", "mc")
+    res, out = _score(setup, tmp_path, "--defer", "0.34", "--defer-by", "mc", "--judge-calibration", "identity")
     assert res.exit_code == 0, res.output
     rows = _rows(out)
     col = "metric.tiny.coherence"
@@ -71,7 +71,7 @@ def test_defer_share_judges_exactly_that_share_and_resumes_from_the_cache(setup,
             assert r[col] == r[f"{col}@student"] and "judge.coherence" not in r
     assert f"judgments: {want} new, 0 from the cache, 0 failed" in res.output
     # a second run judges nothing again: the same rows come from the cache
-    res2, out2 = _score(setup, tmp_path, "--defer", "0.34", "--defer-by", "mc")
+    res2, out2 = _score(setup, tmp_path, "--defer", "0.34", "--defer-by", "mc", "--judge-calibration", "identity")
     assert res2.exit_code == 0 and f"judgments: 0 new, {want} from the cache" in res2.output, res2.output
     assert _rows(out2) == rows
     with sqlite3.connect(tmp_path / "c.sqlite") as con:
@@ -154,3 +154,18 @@ def test_two_stage_rerank_judges_only_the_shortlist(setup, tmp_path):
         assert {r["id"] for r in mine} == {r["id"] for r in top2}
         assert c["judge.coherence"] == max(r["judge.coherence"] for r in mine)
     assert all("judge.coherence" not in r for r in rows if not r["shortlisted"])
+
+
+def test_fitted_calibration_is_applied_to_the_judged_rows(setup, tmp_path):
+    from csem.apply.cascade import fit_calibration
+
+    res, out = _score(setup, tmp_path, "--defer", "1", "--defer-by", "random")
+    assert res.exit_code == 0, res.output
+    rows = _rows(out)
+    col = "metric.tiny.coherence"
+    # every row judged: the combined score is the fitted line through the judge's score (the identity
+    # when this random student's scores give no increasing line)
+    a, b = fit_calibration({i: r["judge.coherence"] for i, r in enumerate(rows)},
+                           [r[f"{col}@student"] for r in rows]) or (0.0, 1.0)
+    for r in rows:
+        assert r[col] == pytest.approx(a + b * r["judge.coherence"])

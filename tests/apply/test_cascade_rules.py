@@ -12,6 +12,7 @@ from csem.apply.cascade import (
     choose,
     combine,
     deferral_count,
+    fit_calibration,
     judge_scale,
     neighbour_gap,
     shortlist,
@@ -107,3 +108,13 @@ def test_two_stage_reranking_picks_the_judges_best_of_the_shortlist():
     assert two_stage_pick(short, {2: 4.0, 0: 4.0, 4: None}) == {"x": 2, "y": 4}
     with pytest.raises(CascadeError):
         shortlist(student, groups, 0)
+
+
+def test_fit_calibration_maps_the_judge_onto_the_students_spread():
+    judge = {0: 3.9, 1: 4.0, 2: 4.1, 4: 4.2}  # a compressed judge (probability-weighted scores)
+    student = [2.0, 3.0, 4.0, 9.9, 5.0]  # a wider student; record 3 was not judged
+    a, b = fit_calibration(judge, student)
+    assert b == pytest.approx(10.0) and a + b * 4.0 == pytest.approx(3.0)
+    assert fit_calibration({0: 1.0, 1: 2.0}, [1.0, 2.0]) is None  # fewer than 3 pairs
+    assert fit_calibration({0: 1.0, 1: 2.0, 2: 3.0}, [3.0, 2.0, 1.0]) is None  # a line that reverses the judge
+    assert fit_calibration({0: 2.0, 1: 2.0, 2: 2.0}, [1.0, 2.0, 3.0]) is None  # a constant judge

@@ -26,11 +26,15 @@ highest uncertainty are deferred first; ties go to the earlier record in input o
 The number of deferred records is ``floor(share * n + 0.5)`` for a share (so 20% of 10 rows is
 exactly 2) or ``min(budget, n)`` for a budget of judge calls (:func:`deferral_count`).
 
-The judge's score replaces the student's on the student's scale. A csem student's training labels
-*are* the judge's scores on the rubric's scale, so when the metric card says the labels came from
-this judge and rubric the map is the identity; otherwise :func:`judge_scale` refuses unless the
-caller asks for the rubric's scale to be mapped linearly onto the student's label range
-(:func:`linear_map`), which is stated, not hidden (:func:`judge_scale`).
+The judge's score replaces the student's on the student's scale, in two steps. The scale: a csem
+student's training labels *are* the judge's scores on the rubric's scale, so when the metric card says
+the labels came from this judge and rubric the map is the identity; otherwise [`judge_scale`][csem.apply.cascade.judge_scale]
+refuses unless the caller asks for the rubric's scale to be mapped linearly onto the student's label
+range ([`linear_map`][csem.apply.cascade.linear_map]). The spread (``calibration="fit"``, the default):
+a student does not reproduce its judge's spread (regression shrinks, the pairwise loss stretches), so
+the judged scores are mapped by the least-squares line of the student's score on the judge's over the
+judged rows themselves, which carry both ([`fit_calibration`][csem.apply.cascade.fit_calibration]);
+the line keeps the judge's order, so judging every row still ranks exactly as the judge.
 
 Two-stage reranking (:func:`shortlist`, :func:`two_stage_pick`): the student keeps the top ``K``
 candidates of each source's N-best list, the judge scores only those, and the judge's best of
@@ -263,6 +267,35 @@ def judge_scale(card: Mapping[str, Any], judge: str, rubric: str, *, rubric_scal
                                                      f"student's label range {student_scale} (rescale)")
 
 
+def fit_calibration(judge: Mapping[int, float], student: Sequence[float | None]) -> tuple[float, float] | None:
+    """The least-squares line ``student = a + b * judge`` over the records that have both scores.
+
+    A student trained by regression (and the pairwise loss) spreads its scores differently from its
+    judge: on the teacher pool the shipped student's scores have a standard deviation of ~0.8 on the
+    1-5 scale where the judge's probability-weighted scores have ~0.15. A judged score put among
+    student scores as it is lands near the middle of the student's spread whatever its rank, and the
+    combined ranking gets worse before it gets better. The line maps the judge's score to the student
+    score it goes with (the regression of the student on the judge), keeping the judge's order.
+
+    Args:
+        judge: position -> the judge's score (already on the student's scale by
+            [`judge_scale`][csem.apply.cascade.judge_scale]). student: the student's score of every record.
+
+    Returns:
+        ``(a, b)``, or None with fewer than 3 pairs, a constant side, or a slope <= 0 (the line would
+        reverse or erase the judge's order).
+    """
+    pairs = [(float(v), float(student[i])) for i, v in judge.items()
+             if v is not None and student[i] is not None and not math.isnan(float(student[i]))]
+    if len(pairs) < 3:
+        return None
+    x, y = np.array(pairs).T
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
+        return None
+    b, a = np.polyfit(x, y, 1)
+    return (float(a), float(b)) if b > 0 else None
+
+
 def shortlist(scores: Sequence[float | None], groups: Sequence[Any], k: int) -> dict[Any, list[int]]:
     """The student's top ``k`` candidates of each source (ties: input order; a missing score is
     never shortlisted).
@@ -311,6 +344,8 @@ def two_stage_pick(short: Mapping[Any, Sequence[int]], judge: Mapping[int, float
 
 
 
+#: how a judged score is placed on the student's spread (``defer_to_judge(calibration=...)``)
+CALIBRATIONS = ("fit", "identity")
 #: MC-dropout samples drawn for ``defer_by="mc"`` when the caller asked for none
 MC_SAMPLES = 10
 
@@ -385,7 +420,7 @@ def _plan(model: Any, pred: Any, records: Sequence[Mapping[str, Any]], rubrics: 
 def defer_to_judge(model: Any, records: Sequence[Mapping[str, Any]], pred: Any, *, judge: str, rubric: str | Sequence[str],
           share: float | None = None, budget: int | None = None, rule: str = "std", mode: str = "probs",
           cache: Any = None, rescale: bool = False, dry_run: bool = False, seed: int = 0, progress: bool = False,
-          backend_options: Mapping[str, Any] | None = None) -> tuple[Any, CascadeReport]:
+          backend_options: Mapping[str, Any] | None = None, calibration: str = "fit") -> tuple[Any, CascadeReport]:
     """Send the student's least certain records to the judge and combine the two scores.
 
     Args:
@@ -404,6 +439,9 @@ def defer_to_judge(model: Any, records: Sequence[Mapping[str, Any]], pred: Any, 
             ([`judge_scale`][csem.apply.cascade.judge_scale]).
         dry_run: choose the records and count the judgments; judge nothing.
         seed: the ``random`` rule's seed.
+        calibration: ``fit`` (default): after the scale map, the judge's scores are placed on the
+            student's own spread by [`fit_calibration`][csem.apply.cascade.fit_calibration] over the
+            judged rows (which carry both scores) | ``identity``: the scale map alone.
 
     Returns:
         ``(prediction, report)``: the combined [`Prediction`][csem.model.prediction.Prediction]
@@ -422,6 +460,8 @@ def defer_to_judge(model: Any, records: Sequence[Mapping[str, Any]], pred: Any, 
     from csem.judge import judge_records
     from csem.rubrics import load_rubrics
 
+    if calibration not in CALIBRATIONS:
+        raise CascadeError(f"unknown calibration '{calibration}'; choose from {', '.join(CALIBRATIONS)}")
     rubrics = load_rubrics(rubric) if isinstance(rubric, str) else load_rubrics(list(rubric))
     cols, deferred = _plan(model, pred, records, rubrics, rule=rule, share=share, budget=budget, seed=seed)
     maps, how = {}, {}
@@ -456,6 +496,16 @@ def defer_to_judge(model: Any, records: Sequence[Mapping[str, Any]], pred: Any, 
                 v = row.get(f"judge.{a}")
                 judged[col][i] = None if v is None else maps[col](v)
     report.summary = _merge(summaries)
+    if calibration == "fit":
+        for col, got in judged.items():
+            fitted = fit_calibration({i: v for i, v in got.items() if v is not None}, pred.scores[col])
+            if fitted is not None:
+                a, b = fitted
+                judged[col] = {i: (None if v is None else a + b * v) for i, v in got.items()}
+                how[col] += f"; then fitted on the {sum(v is not None for v in got.values())} judged rows: " \
+                            f"student = {a:.4g} + {b:.4g} * judge"
+            else:
+                how[col] += "; too few judged rows (or no positive slope) to fit the calibration: the map alone"
     return _combined(model, records, pred, judged, extra), report
 
 
@@ -464,7 +514,7 @@ def predict_deferred(model: Any, records: Sequence[Mapping[str, Any]], pred: Any
                      defer_budget: int | None, defer_by: str | None, judge: str | None, rubric: Any,
                      mc_dropout: int = 0, judge_rescale: bool = False, judge_cache: Any = None,
                      judge_options: Mapping[str, Any] | None = None, judge_mode: str = "probs",
-                     dry_run: bool = False, seed: int = 0, progress: bool = False,
+                     dry_run: bool = False, seed: int = 0, progress: bool = False, judge_calibration: str = "fit",
                      score_options: Mapping[str, Any] | None = None) -> Any:
     """The cascade behind ``EvaluationModel.predict(..., defer=...)``: the deviations the rule needs,
     then [`defer_to_judge`][csem.apply.cascade.defer_to_judge]; the returned prediction carries the
@@ -496,7 +546,7 @@ def predict_deferred(model: Any, records: Sequence[Mapping[str, Any]], pred: Any
                            "deviation is MC dropout's: use defer_by='mc' (--defer-by mc)")
     out, report = defer_to_judge(model, records, pred, judge=judge, rubric=rubric, share=defer, budget=defer_budget,
                         rule=rule, mode=judge_mode, cache=judge_cache, rescale=judge_rescale, dry_run=dry_run,
-                        seed=seed, progress=progress, backend_options=judge_options)
+                        seed=seed, progress=progress, backend_options=judge_options, calibration=judge_calibration)
     out.cascade = report
     return out
 
@@ -638,5 +688,5 @@ def _num(v: Any) -> float | None:
 
 __all__ = ["CascadeError", "CascadeReport", "JUDGE", "MC_SAMPLES", "RULES", "STUDENT", "choose", "combine", "defer_to_judge",
            "deferral_count", "judge_scale",
-           "linear_map", "neighbour_gap", "predict_deferred", "rerank_two_stage", "same_judge", "shortlist",
+           "fit_calibration", "linear_map", "neighbour_gap", "CALIBRATIONS", "predict_deferred", "rerank_two_stage", "same_judge", "shortlist",
            "TwoStageResult", "two_stage_pick", "uncertainty"]

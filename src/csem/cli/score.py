@@ -42,6 +42,9 @@ def score(
     judge_rescale: bool = typer.Option(False, "--judge-rescale", help="cascade: accept a judge or rubric the "
                                        "student's card does not name (the rubric's scale mapped linearly onto the "
                                        "student's label range)"),
+    judge_calibration: str = typer.Option("fit", "--judge-calibration", help="cascade: fit (the judged scores "
+                                          "mapped onto the student's spread by a line fitted on the judged rows) | "
+                                          "identity"),
     judge_cache: Optional[Path] = typer.Option(None, "--judge-cache", help="cascade: SQLite judgment cache "
                                                "(default ~/.cache/csem/judgments.sqlite); a re-run resumes from it"),
     judge_opt: Optional[List[str]] = typer.Option(None, "--judge-opt", help="cascade: backend option KEY=VALUE"),
@@ -104,7 +107,8 @@ def score(
         rule = defer_by or ("std" if m.config.members > 1 else "mc")
         pred = m.predict(records, name=name, batch_size=batch_size, precision=precision, mc_dropout=mc_dropout,
                          defer=defer, defer_budget=defer_budget, defer_by=rule, judge=judge_uri, rubric=rubric,
-                         judge_rescale=judge_rescale, judge_cache=judge_cache or default_cache(),
+                         judge_rescale=judge_rescale, judge_calibration=judge_calibration,
+                         judge_cache=judge_cache or default_cache(),
                          judge_options=parse_options(judge_opt), dry_run=dry_run)
         raise typer.Exit(deferred_outcome(pred, out, judge_cache or default_cache(), dry_run))
     pred = m.predict(records, name=name, batch_size=batch_size, mc_dropout=mc_dropout, precision=precision)
