@@ -95,6 +95,11 @@ def test_every_stage_writes_its_file(finished_run):
     assert verdict["status"] in ("do-not-use", "not-yet", "use-with-care", "replace")
     assert report.startswith("# csem run report") and report.index("## Verdict") < report.index("## Data")
     assert json.loads((rd / "model" / "metric_card.json").read_text())["verdict"]["status"] == verdict["status"]
+    from csem.pipeline.trust import trust_lines  # what `csem run` prints after the stages
+
+    lines = trust_lines(p)
+    assert lines[-1] == f"verdict: {verdict['headline']}"
+    assert any(line.startswith("acceptability gate, coherence: floored ") for line in lines)
     assert {r["target"] for r in base} == {"judge"} and "Trivial baselines on the same held-out sources" in report
     assert p.baseline_rows() == base
 

@@ -99,4 +99,10 @@ def run(
         console.print(f"mrt: {m['steps']} steps; mean reward {fmt3(m['reward_first'])} (first quarter) -> "
                       f"{fmt3(m['reward_last'])} (last); MLE loss {fmt3(m['mle_first'])} -> {fmt3(m['mle_last'])} "
                       f"-> {p.run_dir / m['folder']}")
+    from rich.markup import escape
+
+    from csem.pipeline.trust import trust_lines
+
+    for line in trust_lines(p):  # the judge's repeatability, the curve, the gate, the verdict
+        console.print(escape(line), soft_wrap=True)
     console.print(f"report: {p.run_dir / 'report.md'} and {p.run_dir / 'report.html'}")

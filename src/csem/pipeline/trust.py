@@ -188,3 +188,36 @@ def run_verdict(p) -> dict:
     write_card(p.run_dir / "model", card)
     return {"status": v["status"], "gated": {a: g["all"]["gated"] for a, g in gate.items()},
             "floored": {a: g["all"]["floored"] for a, g in gate.items()}}
+
+
+def trust_lines(p) -> list[str]:
+    """The run's answer to "should I trust the student?" in a few lines for the terminal: the judge's
+    repeatability with its interval, the curve's fit, the gate's count and the verdict (empty before the
+    verdict stage ran)."""
+    path = p.run_dir / "verdict.json"
+    if not path.exists():
+        return []
+    v = json.loads(path.read_text())
+    lines = []
+    for col, f in ((p.repeatability() or {}).get("columns") or {}).items():
+        s = f["summary"]
+        ci = "" if not s.get("ci") else f" (95% CI {s['ci'][0]:.2f} to {s['ci'][1]:.2f})"
+        r = "n/a" if s["r"] is None else f"{s['r']:.3f}"
+        root = "n/a" if s.get("sqrt_r") is None else f"{s['sqrt_r']:.3f}"
+        lines.append(f"judge's repeatability, {col}: r = {r}{ci} over {s['n_sources']} sources; sqrt(r) = {root}")
+    curve_path = p.run_dir / "curve.json"
+    fits = (json.loads(curve_path.read_text()).get("fits") or {}) if curve_path.exists() else {}
+    for a, f in fits.items():
+        if f:
+            ci = "" if not f.get("gain_ci") else f" (95% CI {f['gain_ci'][0]:+.3f} to {f['gain_ci'][1]:+.3f})"
+            need = "" if f.get("labels_to_target") is None else f"; within 0.05 of sqrt(r) at ~{f['labels_to_target']:,.0f} labels"
+            lines.append(f"learning curve, {a}: {f['gain_per_doubling']:+.3f} per doubling of the labels{ci}, "
+                         f"{f['trend']}{need}")
+    gate_path = p.run_dir / "gate.json"
+    for a, g in (json.loads(gate_path.read_text()) if gate_path.exists() else {}).items():
+        h, t = g["held-out"], g["training"]
+        lines.append(f"acceptability gate, {a}: floored {h['floored']} of {h['candidates']} held-out and "
+                     f"{t['floored']} of {t['candidates']} training candidates ({h['floored_above_median'] + t['floored_above_median']} "
+                     "of them rated above the judge's median)")
+    lines.append(f"verdict: {v['headline']}")
+    return lines
