@@ -9,10 +9,10 @@ standard error; every point, seeds included, is one observation). From the fit:
 * ``gain_per_doubling`` = ``b ln 2``: the expected change of the agreement when the labels double,
   with its interval;
 * ``labels_to(target)``: ``exp((target - a) / b)``, the labels at which the line reaches ``target``
-  (None for a slope that is not positive, or an answer beyond :data:`MAX_EXTRAPOLATION` times the
+  (None for a slope that is not positive, or an answer beyond `MAX_EXTRAPOLATION` times the
   largest measured point: no line fitted to a few points says anything that far out);
 * ``trend``: ``rising`` (the slope's interval above 0), ``falling`` (below 0), ``flat`` (the gain per
-  doubling within +-:data:`FLAT` and its interval containing 0) or ``unclear`` (an interval containing 0
+  doubling within +-`FLAT` and its interval containing 0) or ``unclear`` (an interval containing 0
   and a point estimate outside +-FLAT: too few or too noisy points to tell).
 """
 
@@ -77,7 +77,7 @@ def trend(gain: float, gain_ci: Sequence[float] | None) -> str:
 
 def labels_to(fit: dict, target: float) -> float | None:
     """The labels at which the fitted line reaches ``target``; None for a slope that is not positive or an
-    answer beyond [`MAX_EXTRAPOLATION`][csem.meta.curve.MAX_EXTRAPOLATION] times the largest measured
+    answer beyond `MAX_EXTRAPOLATION` times the largest measured
     point. A target the line already passes at the largest point gives that point's label count or fewer."""
     slope = fit["slope"]
     if slope <= 1e-9:

@@ -153,75 +153,7 @@ def gate_audit(members: Sequence[Any], records: Sequence[Mapping[str, Any]], mod
         ``{aspect: {split: {"candidates", "gated", "floored", "floored_judge_mean", "floored_above_median",
         "floored_above_median_share", "judge_median"}}}`` for ``held-out``, ``training`` and ``all``:
         ``gated`` = candidates with ``g < 1`` for some member (their score lowered), ``floored`` = gated ones
-        whose student score lies within [`FLOOR_TOLERANCE`][csem.model.acceptability.FLOOR_TOLERANCE] of the
-        scale's width of its minimum, ``floored_above_median`` = floored candidates the judge rates above
-        its median over all the records, ``floored_above_median_share`` = that count over ``candidates``.
-    """
-    import statistics
-
-    g = gate_factors(members, records, mode)
-    out: dict = {}
-    for aspect, (jcol, scol, (lo, hi)) in columns.items():
-        judged = [r.get(jcol) for r in records if r.get(jcol) is not None]
-        median = statistics.median(judged) if judged else None
-        factors = g.get(aspect, [None] * len(records))
-        rows = {}
-        for split, keep in (("held-out", lambda s: s == "test"), ("training", lambda s: s != "test"),
-                            ("all", lambda s: True)):
-            idx = [i for i, r in enumerate(records) if keep(r.get("split"))]
-            floored = [i for i in idx if factors[i] is not None and factors[i] < 1 and records[i].get(scol) is not None
-                       and records[i][scol] <= lo + FLOOR_TOLERANCE * (hi - lo)]
-            fj = [records[i][jcol] for i in floored if records[i].get(jcol) is not None]
-            above = sum(1 for v in fj if median is not None and v > median)
-            rows[split] = {"candidates": len(idx), "gated": sum(1 for i in idx if factors[i] is not None and factors[i] < 1),
-                           "floored": len(floored), "floored_judge_mean": statistics.fmean(fj) if fj else None,
-                           "floored_above_median": above, "floored_above_median_share": above / len(idx) if idx else None,
-                           "judge_median": median, "floored_ids": [str(records[i].get("id")) for i in floored][:20]}
-        out[aspect] = rows
-    return out
-
-
-#: a student score within this share of the scale's width of its minimum counts as floored
-FLOOR_TOLERANCE = 0.02
-
-
-def gate_factors(members: Sequence[Any], records: Sequence[Mapping[str, Any]], mode: str) -> dict[str, list]:
-    """The gate ``g`` of each record and aspect: ``{aspect: [g or None]}``, the smallest over an ensemble's
-    ``members`` (modules with a ``gate``); None where a record lacks a context the mode reads. A model
-    without a fitted gate gives ``{}``."""
-    gates = [m.gate for m in members if getattr(m, "gate", None) is not None and m.gate.is_fitted]
-    if not gates:
-        return {}
-    width = int(NEEDS_SOURCE[mode]) + int(NEEDS_REFERENCE[mode])
-    ok = [i for i, r in enumerate(records) if isinstance(r.get("candidate"), str) and len(contexts_of(r, mode)) == width]
-    out: dict[str, list] = {a: [None] * len(records) for a in gates[0].aspects}
-    if not ok:
-        return out
-    x = torch.tensor([pair_features("lexical", records[i]["candidate"], contexts_of(records[i], mode)) for i in ok],
-                     dtype=torch.float32)
-    with torch.no_grad():
-        g = torch.stack([gate.factor(x) for gate in gates]).min(dim=0).values  # [P, A]
-    for k, a in enumerate(gates[0].aspects):
-        for j, i in enumerate(ok):
-            out[a][i] = float(g[j, k])
-    return out
-
-
-def gate_audit(members: Sequence[Any], records: Sequence[Mapping[str, Any]], mode: str,
-               columns: Mapping[str, tuple[str, str, tuple[float, float]]]) -> dict:
-    """What the gate does to real candidates: per aspect, how many it lowers and how many end at the scale
-    minimum, and how the judge rated those.
-
-    Args:
-        members: the student's modules (one, or an ensemble's). records: real candidates with the judge's
-            and the student's scores (``split`` groups them: ``test`` = held-out, the rest training).
-        mode: the student's mode. columns: ``{aspect: (judge column, student column, (min, max))}``.
-
-    Returns:
-        ``{aspect: {split: {"candidates", "gated", "floored", "floored_judge_mean", "floored_above_median",
-        "floored_above_median_share", "judge_median"}}}`` for ``held-out``, ``training`` and ``all``:
-        ``gated`` = candidates with ``g < 1`` for some member (their score lowered), ``floored`` = gated ones
-        whose student score lies within [`FLOOR_TOLERANCE`][csem.model.acceptability.FLOOR_TOLERANCE] of the
+        whose student score lies within `FLOOR_TOLERANCE` of the
         scale's width of its minimum, ``floored_above_median`` = floored candidates the judge rates above
         its median over all the records, ``floored_above_median_share`` = that count over ``candidates``.
     """

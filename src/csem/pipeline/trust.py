@@ -1,6 +1,6 @@
 """Whether to trust the run's student: the curve and verdict stages of ``csem run``.
 
-* :func:`run_curve` (the ``curve`` stage, ``curve.json``): the train stage's recipe as one student
+* [`run_curve`][csem.pipeline.trust.run_curve] (the ``curve`` stage, ``curve.json``): the train stage's recipe as one student
   (``members`` 1) on nested shares of the training sources (``curve.shares``; a seeded order of the
   sources, the first ``share`` of it, so each share holds the one before), each scored on the held-out
   sources; the point at 100 % with the train stage's seed is the train stage's own student (or, for a seed
@@ -8,7 +8,7 @@
   Spearman against the training labels ([`csem.meta.curve.log_fit`][]), the expected gain per doubling
   with its 95% interval, and the labels at which the fit comes within 0.05 of the judge's attenuation
   bound ``sqrt(r)`` (with ``annotate.repeatability``).
-* :func:`run_verdict` (the ``verdict`` stage, ``verdict.json`` and ``gate.json``): the evidence of the
+* [`run_verdict`][csem.pipeline.trust.run_verdict] (the ``verdict`` stage, ``verdict.json`` and ``gate.json``): the evidence of the
   rule ([`csem.report.verdict`][]): the student's agreement and interval (``meta.json``), the trivial
   baselines (``baselines.json``) and a paired bootstrap of the student minus the best of them, the judge's
   repeatability, the curve; and the acceptability gate's count of the real candidates it floors

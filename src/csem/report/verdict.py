@@ -27,7 +27,7 @@ The status of an aspect, in order:
 * ``replace``: *above* it and near the ceiling (needs ``r``);
 * ``use-with-care``: *above* it, short of the ceiling or without a measured ``r``.
 
-The run's status is its weakest aspect's. Wording: :data:`STATUS_TEXT`.
+The run's status is its weakest aspect's. Wording: `STATUS_TEXT`.
 """
 
 from __future__ import annotations
@@ -172,7 +172,7 @@ def _curve_sentences(curve: Mapping | None, sqrt_r: float | None) -> list[str]:
 
 def verdict(evidence: list[AspectEvidence]) -> dict[str, Any]:
     """The run's verdict: ``{"status", "headline", "text", "aspects": [aspect verdicts]}``; the status is the
-    weakest aspect's, the headline its sentence of :data:`STATUS_TEXT`, ``text`` every aspect's
+    weakest aspect's, the headline its sentence of `STATUS_TEXT`, ``text`` every aspect's
     sentences and the headline."""
     rows = [aspect_verdict(e) for e in evidence]
     if not rows:
