@@ -72,17 +72,15 @@ def baselines(train: list[dict], test: list[dict]) -> dict:
 
 
 def fit_curve(points: list[tuple[int, float]]) -> dict | None:
-    """``spearman = a + b ln(labels)`` by least squares (scipy ``curve_fit``), R^2, labels to reach 0.6."""
+    """``spearman = a + b ln(labels)`` by least squares ([`csem.meta.curve.log_fit`][], csem's one curve fit),
+    R^2, labels to reach 0.6 (None for fewer than 3 points)."""
     if len(points) < 3:
         return None
-    import numpy as np
-    from scipy.optimize import curve_fit
+    from csem.meta.curve import log_fit
 
-    x, y = np.array([p[0] for p in points], float), np.array([p[1] for p in points], float)
-    (a, b), _ = curve_fit(lambda n, a, b: a + b * np.log(n), x, y, p0=(0.0, 0.05))
-    resid = y - (a + b * np.log(x))
-    r2 = 1 - float(resid @ resid) / float(((y - y.mean()) ** 2).sum())
-    return {"form": "spearman = a + b * ln(labels)", "a": float(a), "b": float(b), "r2": r2,
+    fit = log_fit(points)
+    a, b = fit["intercept"], fit["slope"]
+    return {"form": "spearman = a + b * ln(labels)", "a": a, "b": b, "r2": fit["r2"],
             "labels_to_reach": {"0.6": float(math.exp((0.6 - a) / b)) if b > 0 else None}}
 
 

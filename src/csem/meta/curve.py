@@ -38,8 +38,8 @@ def log_fit(points: Sequence[tuple[float, float]], *, confidence: float = 0.95) 
         confidence: of the slope's interval.
 
     Returns:
-        ``{"intercept", "slope", "slope_ci", "gain_per_doubling", "gain_ci", "n_points", "labels_max",
-        "trend"}``; ``slope_ci``/``gain_ci`` are None with fewer than 3 points (no residual to estimate
+        ``{"intercept", "slope", "slope_ci", "gain_per_doubling", "r2", "gain_ci", "n_points", "labels_max",
+        "trend"}`` (``r2``: the fit's R^2); ``slope_ci``/``gain_ci`` are None with fewer than 3 points (no residual to estimate
         the error from). ``trend``: see the module docstring.
 
     Raises:
@@ -59,7 +59,7 @@ def log_fit(points: Sequence[tuple[float, float]], *, confidence: float = 0.95) 
         ci = [slope - t * float(res.stderr), slope + t * float(res.stderr)]
     ln2 = math.log(2)
     gain = slope * ln2
-    return {"intercept": icpt, "slope": slope, "slope_ci": ci, "gain_per_doubling": gain,
+    return {"intercept": icpt, "slope": slope, "slope_ci": ci, "gain_per_doubling": gain, "r2": float(res.rvalue) ** 2,
             "gain_ci": None if ci is None else [ci[0] * ln2, ci[1] * ln2], "n_points": len(pts),
             "labels_max": max(x for x, _ in pts), "trend": trend(gain, None if ci is None else [c * ln2 for c in ci])}
 
