@@ -71,22 +71,10 @@ def score(
     if deferring and (not judge_uri or not rubric):
         raise fail("--defer/--defer-budget need --judge URI and --rubric ID[,ID...]")
     if engine == "ray":  # the same scoring path on a Ray cluster (csem.engines.ray; docs/guides/scale.md)
-        from csem.engines.files import check_input, check_output_folder
-
-        check_output_folder(out)  # before any work, and before Ray is imported
-        check_input(data)
-        try:
-            from csem.engines.ray import score_files
-        except ImportError as exc:
-            raise fail(exc)
-        res = score_files(model, data, out, workers=workers, cpus_per_worker=cpus_per_worker,
-                          gpus_per_worker=gpus_per_worker, records_per_batch=records_per_batch, name=name,
-                          batch_size=batch_size, mc_dropout=mc_dropout, precision=precision, threads=threads,
-                          columns=column_map(col))
-        if not res["rows"]:
-            raise fail(f"{data}: no rows to score")
-        typer.echo(f"wrote {out}: {res['rows']} records scored ({', '.join(res['columns'])}) by {workers} Ray "
-                   f"worker(s), {res['format']} part files")
+        score_with_ray(model, data, out, name=name, batch_size=batch_size, mc_dropout=mc_dropout,
+                       precision=precision, threads=threads, col=col, workers=workers,
+                       cpus_per_worker=cpus_per_worker, gpus_per_worker=gpus_per_worker,
+                       records_per_batch=records_per_batch)
         return
     if engine != "local":
         raise fail(f"unknown --engine '{engine}'; choose local or ray")
@@ -114,6 +102,50 @@ def score(
     pred = m.predict(records, name=name, batch_size=batch_size, mc_dropout=mc_dropout, precision=precision)
     write_records(pred.records, out)
     typer.echo(f"wrote {out}: {len(pred.records)} records scored ({', '.join(pred.columns)})")
+
+
+def score_with_ray(model: Path, data: Path, out: Path, *, name: Optional[str], batch_size: int, mc_dropout: int,
+                   precision: str, threads: Optional[int], col: Optional[List[str]], workers: int,
+                   cpus_per_worker: float, gpus_per_worker: float, records_per_batch: int) -> None:
+    """Run `csem score --engine ray`: the same scoring path on a pool of Ray actors
+    ([`csem.engines.ray.score_files`][]; docs/guides/scale.md), and say what it wrote.
+
+    The output folder and the input are checked before any work and before Ray is imported.
+
+    Args:
+        model: model folder written by `csem train`.
+        data: records to score (Parquet/JSONL).
+        out: output folder of part files.
+        name: metric name in the columns (None: the model's).
+        batch_size: sequences per encoder call.
+        mc_dropout: MC-dropout samples of the heads (0: none).
+        precision: inference precision (see `PRECISION_HELP`).
+        threads: torch CPU threads of each actor, passed on to `score_files`.
+        col: `--col` renames of the input columns.
+        workers: scoring actors (each loads the model once).
+        cpus_per_worker: CPUs per actor.
+        gpus_per_worker: GPUs per actor.
+        records_per_batch: records per actor call.
+
+    Raises:
+        typer.Exit: exit 2 (through `fail`) when Ray is not installed or `data` has no rows.
+    """
+    from csem.engines.files import check_input, check_output_folder
+
+    check_output_folder(out)  # before any work, and before Ray is imported
+    check_input(data)
+    try:
+        from csem.engines.ray import score_files
+    except ImportError as exc:
+        raise fail(exc)
+    res = score_files(model, data, out, workers=workers, cpus_per_worker=cpus_per_worker,
+                      gpus_per_worker=gpus_per_worker, records_per_batch=records_per_batch, name=name,
+                      batch_size=batch_size, mc_dropout=mc_dropout, precision=precision, threads=threads,
+                      columns=column_map(col))
+    if not res["rows"]:
+        raise fail(f"{data}: no rows to score")
+    typer.echo(f"wrote {out}: {res['rows']} records scored ({', '.join(res['columns'])}) by {workers} Ray "
+               f"worker(s), {res['format']} part files")
 
 
 def deferred_outcome(pred, out: Path, cache: Path, dry_run: bool) -> int:
