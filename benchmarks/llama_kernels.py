@@ -113,5 +113,5 @@ def report(data: dict) -> str:
           f"summaries), probs mode, {d['threads']} threads, {d['repeats']} runs per arm and regime, arms alternating. "
           "cold = every prompt evaluated whole; warm = the judge's real path (an article's prefix reused across its summaries).", "",
           markdown_table(rows, ["regime", "extra bufts", "judgments/s", "evaluated tokens/s", "s/judgment",
-                                "fallback time ratio", "max |score diff|"])]
+                                "fallback time ratio", "max abs score diff"])]
     return "\n".join(md)
