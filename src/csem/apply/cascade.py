@@ -212,7 +212,7 @@ def linear_map(src: tuple[float, float], dst: tuple[float, float]) -> Callable[[
 def same_judge(a: str, b: str) -> bool:
     """Whether two judge URIs name one judge: equal strings, or two in-process llama.cpp URIs
     (``local``, ``llama-cpp:ALIAS|PATH``) that resolve to the same GGUF file
-    ([`csem.assets.resolve_gguf`][]; ``local`` is ``llama-cpp:local``)."""
+    (``csem.assets.resolve_gguf``; ``local`` is ``llama-cpp:local``)."""
     if a == b:
         return True
 
@@ -432,7 +432,7 @@ def defer_to_judge(model: Any, records: Sequence[Mapping[str, Any]], pred: Any, 
         rubric: rubric id(s) or file(s); each rubric's aspects must be aspects the student scores.
         share, budget: the share of records (0-1) or the number of records to judge, per rubric
             ([`deferral_count`][csem.apply.cascade.deferral_count]).
-        rule: a deferral rule of [`RULES`][csem.apply.cascade.RULES].
+        rule: a deferral rule of ``RULES``.
         mode, cache, progress, backend_options: as [`csem.judge.judge_records`][] (the judge path
             of ``csem judge``: cached, resumable).
         rescale: accept a judge or rubric the student's card does not name
@@ -521,7 +521,7 @@ def predict_deferred(model: Any, records: Sequence[Mapping[str, Any]], pred: Any
     [`CascadeReport`][csem.apply.cascade.CascadeReport] as ``.cascade``.
 
     The ``mc`` rule scores the records a second time with ``mc_dropout`` (or
-    [`MC_SAMPLES`][csem.apply.cascade.MC_SAMPLES]) MC-dropout samples under a fixed torch seed
+    ``MC_SAMPLES``) MC-dropout samples under a fixed torch seed
     (``seed``) for the deviations only: the student's scores stay those of ``predict``, and a re-run
     defers the same records (so it resumes from the judge's cache). ``defer_by`` None: ``std`` for a seed ensemble,
     else ``mc``.
