@@ -4,7 +4,7 @@ Two ideas, end to end: the G-Eval LLM judge (rubric -> prompt -> probability-wei
 CSEM (Wang et al.): collect candidates, annotate them with the judge, train a small encoder
 model on the judge's ratings, meta-evaluate it against human judgments, and apply it.
 
-The public API, one function per stage (:mod:`csem.api`; imported on first use, so ``import csem``
+The public API, one function per stage ([`csem.api`][]; imported on first use, so ``import csem``
 loads neither torch nor llama.cpp)::
 
     import csem
@@ -15,8 +15,8 @@ loads neither torch nor llama.cpp)::
     table = csem.evaluate(scored_records)                       # meta-evaluation
     chosen = csem.rerank(nbest_records, ["my-metric"]).chosen
 
-``csem.judge`` is also the package :mod:`csem.judge` (``csem.judge.judge_records`` ...); calling it
-calls :func:`csem.api.judge`.
+``csem.judge`` is also the package [`csem.judge`][] (``csem.judge.judge_records`` ...); calling it
+calls [`csem.api.judge`][].
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ __all__ = ["__version__", "judge", *_API]
 
 
 class _CallableJudgePackage(types.ModuleType):
-    """The package :mod:`csem.judge`, callable as :func:`csem.api.judge`."""
+    """The package [`csem.judge`][], callable as [`csem.api.judge`][]."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         from csem.api import judge

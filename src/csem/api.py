@@ -1,20 +1,20 @@
 """The public Python API: one function per stage, as ``csem.judge(...)``, ``csem.train(...)``,
 ``csem.load_metric(path).predict(records)``.
 
-Thin functions over the object API underneath (:mod:`csem.judge`, :mod:`csem.pipeline.annotate`,
-:mod:`csem.model.fit`, :mod:`csem.apply`, :mod:`csem.meta`); each imports what it needs when
+Thin functions over the object API underneath ([`csem.judge`][], `csem.pipeline.annotate`,
+[`csem.model.fit`][], [`csem.apply`][], [`csem.meta`][]); each imports what it needs when
 called, so ``import csem`` loads neither torch nor llama.cpp. Wherever a function takes ``data``,
 it accepts a list of records (dicts), a records file (JSONL, CSV/TSV, Parquet) or the name of a
-human-judgment dataset (:func:`csem.data.datasets.dataset_names`, e.g. ``"summeval"``).
+human-judgment dataset ([`csem.data.datasets.dataset_names`][], e.g. ``"summeval"``).
 
     >>> import csem
-    >>> labelled, summary = csem.judge("cands.jsonl", "geval/summeval-coherence", "local")  # doctest: +SKIP
-    >>> csem.annotate("cands.jsonl", "csem/summ-coherence-ref-free", "local", out="labelled.jsonl")  # doctest: +SKIP
-    >>> model = csem.train("labelled.jsonl", "judge.coherence", out_dir="my-metric")  # doctest: +SKIP
-    >>> result = csem.load_metric("my-metric").predict(new_records)  # doctest: +SKIP
-    >>> result.scores["metric.csem.coherence"], result.system_score, result.hash  # doctest: +SKIP
-    >>> table = csem.evaluate("summeval", humans=["human.coherence"])  # doctest: +SKIP
-    >>> chosen = csem.rerank(nbest, ["my-metric"]).chosen  # doctest: +SKIP
+    >>> labelled, summary = csem.judge("cands.jsonl", "geval/summeval-coherence", "local")
+    >>> csem.annotate("cands.jsonl", "csem/summ-coherence-ref-free", "local", out="labelled.jsonl")
+    >>> model = csem.train("labelled.jsonl", "judge.coherence", out_dir="my-metric")
+    >>> result = csem.load_metric("my-metric").predict(new_records)
+    >>> result.scores["metric.csem.coherence"], result.system_score, result.hash
+    >>> table = csem.evaluate("summeval", humans=["human.coherence"])
+    >>> chosen = csem.rerank(nbest, ["my-metric"]).chosen
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ def read_data(data: Any, *, columns: Mapping[str, str] | None = None, required: 
     Args:
         data: records, a path (JSONL, CSV/TSV, Parquet; read by [`csem.data.records.read_records`][]),
             a file shipped with csem (``package:new.jsonl``: [`csem.data.records.package_path`][])
-            or a dataset name (:func:`csem.data.datasets.load_dataset`, its documented columns).
+            or a dataset name ([`csem.data.datasets.load_dataset`][], its documented columns).
         columns: ``{field: column}`` for a file whose columns have other names.
-        required, numeric: as :func:`csem.data.records.read_records` (files only).
+        required, numeric: as [`csem.data.records.read_records`][] (files only).
 
     Raises:
         FileNotFoundError: a string that is neither a file nor a dataset name.
@@ -66,22 +66,22 @@ def read_data(data: Any, *, columns: Mapping[str, str] | None = None, required: 
 
 def judge(data: Any, rubric: str | Sequence[str], judge: str = "local", *, mode: str = "probs",
           cache: str | Path | None = None, progress: bool = False, **options: Any) -> "tuple[list[dict], JudgeSummary]":
-    """G-Eval judging: every record on every aspect of every rubric (:func:`csem.judge.judge_records`).
+    """G-Eval judging: every record on every aspect of every rubric ([`csem.judge.judge_records`][]).
 
     Args:
-        data: records, a records file or a dataset name (:func:`read_data`).
+        data: records, a records file or a dataset name ([`read_data`][csem.api.read_data]).
         rubric: rubric id(s) or file(s) (``"geval/"`` = every G-Eval aspect; a comma list or a list).
         judge: backend URI (``local``, ``llama-cpp:PATH``, ``openai:MODEL``).
         mode: ``probs`` | ``sample`` | ``parse``. cache: SQLite judgment cache (None: in memory).
-        options: further :func:`csem.judge.judge_records` arguments (``n``, ``temperature``,
+        options: further [`csem.judge.judge_records`][] arguments (``n``, ``temperature``,
             ``backend_options``, ``batch``, ``prices`` ...).
 
     Returns:
         ``(records, summary)``: copies of the records with ``judge.<aspect>`` (the score on the
-        rubric's scale, None when missing) and its side columns; the :class:`csem.judge.JudgeSummary`.
+        rubric's scale, None when missing) and its side columns; the [`csem.judge.JudgeSummary`][].
 
     Raises:
-        as :func:`csem.judge.judge_records` (unknown rubric, a refused API key, bad records).
+        as [`csem.judge.judge_records`][] (unknown rubric, a refused API key, bad records).
     """
     from csem.judge import judge_records
 
@@ -96,17 +96,17 @@ def annotate(data: Any, rubric: str | Sequence[str], judge: str = "local", *, ou
              prices: Any = None) -> dict:
     """CSEM stage ii, as ``csem annotate``: judge candidates and write the labelled file with its
     provenance ``<out>.judge.json`` (judge, mode, each column's rubric and scale), which
-    :func:`train` reads for the label range and the metric card.
+    [`train`][csem.api.train] reads for the label range and the metric card.
 
     Args:
-        data: candidate records, a file or a dataset name (:func:`read_data`).
+        data: candidate records, a file or a dataset name ([`read_data`][csem.api.read_data]).
         rubric: rating rubric id(s) (or, with ``compare``, pairwise ones; a CSEM rating id names
             its pairwise twin).
         judge: backend URI. out: the labelled (or preference) file to write.
-        compare: comparison ranking (:func:`csem.pipeline.annotate.compare_file`): pairs of the
+        compare: comparison ranking (`csem.pipeline.annotate.compare_file`): pairs of the
             candidates of each source, judged in both orders; ``pairs`` (``all`` | ``random`` |
             ``balanced`` | ``adjacent``), ``per_source``, ``rating_col``, ``seed`` choose them.
-        mode, cache, progress, backend_options: as :func:`judge`.
+        mode, cache, progress, backend_options: as [`judge`][csem.api.judge].
         repeatability: share of the sources (0-1) judged a second time under a second rendering of each
             rubric (its paraphrase, or ``repeat_rubrics``: one second rubric id or file per rubric; in
             ``sample`` mode a second set of samples), into ``judge.<aspect>.repeat`` (never a training
@@ -123,7 +123,7 @@ def annotate(data: Any, rubric: str | Sequence[str], judge: str = "local", *, ou
         the second pass's counts).
 
     Raises:
-        ValueError: no records. as :func:`csem.judge.judge_records` otherwise.
+        ValueError: no records. as [`csem.judge.judge_records`][] otherwise.
     """
     from csem.pipeline.annotate import annotate_file, compare_file
 
@@ -154,10 +154,10 @@ def train(data: Any, label_col: str | Sequence[str], *, out_dir: str | Path | No
           config: Any = None, train_config: Any = None, judge: str | None = None, rubric: str | None = None,
           **settings: Any) -> "EvaluationModel":
     """CSEM stage iii, as ``csem train``: train the student on labelled records
-    (:func:`csem.model.fit.fit`, the same path as the CLI and the pipeline).
+    ([`csem.model.fit.fit`][], the same path as the CLI and the pipeline).
 
     Args:
-        data: labelled records, a labelled file (its ``<file>.judge.json`` from :func:`annotate` gives
+        data: labelled records, a labelled file (its ``<file>.judge.json`` from [`annotate`][csem.api.annotate] gives
             the label range, judge and rubric) or a dataset name.
         label_col: label column(s), comma separated, one head each; several judges of one aspect
             joined with ``+`` (``judge.coherence@gpt4+judge.coherence@chatgpt``).
@@ -165,13 +165,13 @@ def train(data: Any, label_col: str | Sequence[str], *, out_dir: str | Path | No
         mode: ``ref-free`` | ``ref-based`` | ``fluency`` | ``fluency-ref`` (None: ``config.mode``, else ``ref-free``).
         dev: dev records or file: per-epoch validation, best checkpoint, early stopping.
         judge_col, normalise, combine, pairs, label_range, judge, rubric: as ``csem train``
-            (:func:`csem.model.fit.training_set`).
-        config, train_config: a :class:`csem.model.ModelConfig` / :class:`csem.model.TrainConfig`.
+            ([`csem.model.fit.training_set`][]).
+        config, train_config: a [`csem.model.ModelConfig`][] / [`csem.model.TrainConfig`][].
         settings: single fields of either config (``encoder="minilm"``, ``max_epochs=1``, ``seed=13``);
             a name in neither raises TypeError.
 
     Returns:
-        The trained :class:`csem.model.EvaluationModel` (``.card`` is its metric card).
+        The trained [`csem.model.EvaluationModel`][] (``.card`` is its metric card).
 
     Raises:
         TypeError: an unknown setting. csem.model.TrainingDataError: bad training data.
@@ -235,7 +235,7 @@ def evaluate(data: Any, metrics: Sequence[str] | None = None, humans: Sequence[s
              methods: Sequence[str] = ("spearman", "kendall", "pearson"), bootstrap: int = 1000,
              seed: int | None = 0) -> "pd.DataFrame":
     """Meta-evaluation, as ``csem meta-eval``: correlate score columns with human judgments
-    (:func:`csem.meta.evaluate`).
+    (`csem.meta.evaluate`).
 
     Args:
         data: records with ``human.<aspect>`` and score columns (a file, records or a dataset name).
@@ -249,12 +249,12 @@ def evaluate(data: Any, metrics: Sequence[str] | None = None, humans: Sequence[s
         bootstrap: document resamples for the CIs (0: none).
 
     Returns:
-        The long table of [`csem.meta.evaluate`][] (one row per column, aspect, level, method,
+        The long table of `csem.meta.evaluate` (one row per column, aspect, level, method,
         with ``value`` in [-1, 1] and its bootstrap interval); without rows when no requested level
         is supported.
 
     Raises:
-        ValueError: nothing to correlate; an unknown level or method; as [`csem.meta.evaluate`][] otherwise.
+        ValueError: nothing to correlate; an unknown level or method; as `csem.meta.evaluate` otherwise.
     """
     from csem.data.columns import score_columns
     from csem.meta import evaluate as meta_evaluate
@@ -305,7 +305,7 @@ def supported_levels(records: Sequence[Mapping[str, Any]], levels: Sequence[str]
 
 def rerank(data: Any, metrics: Any, *, weights: Any = None, normalize: str = "none") -> "RerankResult":
     """Pick one candidate per source (records grouped by ``doc_id``): the argmax of one metric
-    (CSEM Eq. 7) or of a weighted sum of score columns (Eq. 8) (:func:`csem.apply.rerank`).
+    (CSEM Eq. 7) or of a weighted sum of score columns (Eq. 8) ([`csem.apply.rerank`][csem.apply.reranking.rerank]).
 
     Args:
         data: N-best lists: records, a file or a dataset name.
@@ -314,11 +314,11 @@ def rerank(data: Any, metrics: Any, *, weights: Any = None, normalize: str = "no
             loaded by [`load_metric`][csem.api.load_metric] or trained by [`train`][csem.api.train]
             (scored through their ``predict``).
         weights: one per score column (a list or ``"w1,w2"``), or ``{column: w}`` (others 0);
-            default 1 each (:func:`csem.apply.reranking.parse_weights`).
+            default 1 each ([`csem.apply.reranking.parse_weights`][]).
         normalize: ``none`` | ``zscore`` (per source and column, before weighting).
 
     Returns:
-        :class:`csem.apply.reranking.RerankResult` (``chosen``: one record per source).
+        [`csem.apply.reranking.RerankResult`][] (``chosen``: one record per source).
 
     Raises:
         ValueError: bad weights, an unknown metric, a reference-based metric without references.

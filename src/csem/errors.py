@@ -3,7 +3,7 @@ settings are wrong.
 
 The command line maps [`InputError`][csem.errors.InputError] (and its subclasses: ``RecordError``,
 ``RubricError``, ``TrainingDataError``, ``DatasetError``, ``ModelFolderError`` ...) to one line
-``csem: error: ...`` and exit code 2 ([`csem.cli.exit_code`][]); an exception csem did not raise on
+``csem: error: ...`` and exit code 2 (`csem.cli.exit_code`); an exception csem did not raise on
 purpose is a bug and shows its traceback with exit code 1. It subclasses ``ValueError``, so code that
 catches ``ValueError`` keeps catching it.
 """

@@ -3,15 +3,15 @@
 Built on the scoring API of the learned model (load once, score many batches, keyed results; the
 shape of COMET's ``estimate()`` that ``comet-mbr`` reuses):
 
-* :mod:`~csem.apply.metrics`: one :class:`Metric` shape over a student folder, the judge and the
-  baselines (:func:`load_metric`).
-* :mod:`~csem.apply.reranking`: N-best reranking by one metric (Eq. 7) or a weighted sum (Eq. 8),
+* [`metrics`][csem.apply.metrics]: one [`Metric`][csem.apply.metrics.Metric] shape over a student folder, the judge and the
+  baselines ([`load_metric`][csem.apply.metrics.load_metric]).
+* [`reranking`][csem.apply.reranking]: N-best reranking by one metric (Eq. 7) or a weighted sum (Eq. 8),
   optional per-source z-scores.
-* :mod:`~csem.apply.tune`: Och's MERT for the Eq. 8 weights (exact line search), random search.
-* :mod:`~csem.apply.mbr`: MBR selection with a reference-based utility (chrF, a student).
-* :mod:`~csem.apply.mrt`: minimum risk training mixed with MLE (Eq. 5, 6, 12) in Lightning.
-* :mod:`~csem.apply.reward`: :func:`trl_reward`, a TRL reward function over a student.
-* :mod:`~csem.apply.server`: an HTTP scoring endpoint with dynamic batching, and a load test.
+* [`tune`][csem.apply.tune]: Och's MERT for the Eq. 8 weights (exact line search), random search.
+* [`mbr`][csem.apply.mbr]: MBR selection with a reference-based utility (chrF, a student).
+* [`mrt`][csem.apply.mrt]: minimum risk training mixed with MLE (Eq. 5, 6, 12) in Lightning.
+* [`reward`][csem.apply.reward]: [`trl_reward`][csem.apply.reward.trl_reward], a TRL reward function over a student.
+* [`server`][csem.apply.server]: an HTTP scoring endpoint with dynamic batching, and a load test.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ every record; the records whose score it is least sure of are judged by the LLM 
 combined column keeps the judge's score where there is one and the student's elsewhere, with the
 provenance of each row (``"student"`` / ``"judge"``).
 
-Deferral rules (:data:`RULES`; each gives every record an *uncertainty*, and the records with the
+Deferral rules (`RULES`; each gives every record an *uncertainty*, and the records with the
 highest uncertainty are deferred first; ties go to the earlier record in input order):
 
 * ``std``: the seed-ensemble members' standard deviation of the record's score,
@@ -24,7 +24,7 @@ highest uncertainty are deferred first; ties go to the earlier record in input o
 * ``random``: a seeded random order: the baseline every rule must beat.
 
 The number of deferred records is ``floor(share * n + 0.5)`` for a share (so 20% of 10 rows is
-exactly 2) or ``min(budget, n)`` for a budget of judge calls (:func:`deferral_count`).
+exactly 2) or ``min(budget, n)`` for a budget of judge calls ([`deferral_count`][csem.apply.cascade.deferral_count]).
 
 The judge's score replaces the student's on the student's scale, in two steps. The scale: a csem
 student's training labels *are* the judge's scores on the rubric's scale, so when the metric card says
@@ -36,7 +36,7 @@ the judged scores are mapped by the least-squares line of the student's score on
 judged rows themselves, which carry both ([`fit_calibration`][csem.apply.cascade.fit_calibration]);
 the line keeps the judge's order, so judging every row still ranks exactly as the judge.
 
-Two-stage reranking (:func:`shortlist`, :func:`two_stage_pick`): the student keeps the top ``K``
+Two-stage reranking ([`shortlist`][csem.apply.cascade.shortlist], [`two_stage_pick`][csem.apply.cascade.two_stage_pick]): the student keeps the top ``K``
 candidates of each source's N-best list, the judge scores only those, and the judge's best of
 the shortlist is chosen: ``K/N`` of the judge calls of judging every candidate.
 """
@@ -124,7 +124,7 @@ def uncertainty(rule: str, scores: Sequence[float], *, std: Sequence[float] | No
     docstring.
 
     Args:
-        rule: one of :data:`RULES`.
+        rule: one of `RULES`.
         scores: the student's scores (length ``n``).
         std: ``std`` and ``mc``: the deviation of each record's score (the members' or the MC-dropout
             standard deviation, on the score's scale).
@@ -158,13 +158,13 @@ def uncertainty(rule: str, scores: Sequence[float], *, std: Sequence[float] | No
 
 def choose(rule: str, scores: Sequence[float], *, share: float | None = None, budget: int | None = None,
            std: Sequence[float] | None = None, groups: Sequence[Any] | None = None, seed: int = 0) -> list[int]:
-    """The records to judge: the :func:`deferral_count` records of highest :func:`uncertainty`.
+    """The records to judge: the [`deferral_count`][csem.apply.cascade.deferral_count] records of highest [`uncertainty`][csem.apply.cascade.uncertainty].
 
     Returns:
         Their positions, ascending.
 
     Raises:
-        CascadeError: as :func:`deferral_count` and :func:`uncertainty`.
+        CascadeError: as [`deferral_count`][csem.apply.cascade.deferral_count] and [`uncertainty`][csem.apply.cascade.uncertainty].
     """
     k = deferral_count(len(scores), share=share, budget=budget)
     if k == 0:
@@ -237,7 +237,7 @@ def judge_scale(card: Mapping[str, Any], judge: str, rubric: str, *, rubric_scal
 
     The identity when the metric card says the student learned this judge's scores of this rubric
     (``distilled_from``: judge and rubric), or when the rubric's scale is the student's label range
-    and ``rescale`` is given; with ``rescale`` and different scales, :func:`linear_map` of the
+    and ``rescale`` is given; with ``rescale`` and different scales, [`linear_map`][csem.apply.cascade.linear_map] of the
     rubric's scale onto the student's label range. Otherwise the judge's scale is not the
     student's, and mixing them would rank by scale, not quality: refused.
 
@@ -325,7 +325,7 @@ def two_stage_pick(short: Mapping[Any, Sequence[int]], judge: Mapping[int, float
     the student's order decides, so a shortlist the judge could not score keeps the student's pick).
 
     Args:
-        short: :func:`shortlist`'s output. judge: position -> the judge's score (None = missing).
+        short: [`shortlist`][csem.apply.cascade.shortlist]'s output. judge: position -> the judge's score (None = missing).
 
     Returns:
         source key -> the chosen position.

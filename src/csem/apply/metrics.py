@@ -13,7 +13,7 @@ Metric specifications (CLI ``--metric`` and [`load_metric`][csem.apply.metrics.l
 ``DIR``                                a student folder written by ``csem train`` (every head)
 ``DIR#coherence+relevance``            the same, only the named heads
 ``judge:RUBRIC[+RUBRIC]@URI``          the G-Eval judge, e.g. ``judge:geval/summeval-coherence@local``
-``rouge1`` ``rouge2`` ``rougeL``       reference-based baselines of :mod:`csem.baselines`
+``rouge1`` ``rouge2`` ``rougeL``       reference-based baselines of [`csem.baselines`][]
 ``rougeLsum`` ``bleu`` ``chrf``
 ``bertscore``
 =====================================  =============================================================
@@ -57,18 +57,18 @@ class StudentMetric:
 
     Args:
         model: the model folder or a loaded [`csem.model.EvaluationModel`][].
-        aspects: output aspects to keep (default: [`csem.model.scoring.default_aspects`][]: each
+        aspects: output aspects to keep (default: `csem.model.scoring.default_aspects`: each
             ensemble aspect of a multi-judge student, every other head), e.g. ``["coherence"]`` or
             a single judge's head ``["coherence@gpt-4"]``.
         batch_size, precision: passed to ``predict``.
         name: metric name in the columns (default: the model's ``config.name``).
         degenerate: ``floor`` (an empty, whitespace or NUL-containing candidate scores each
-            scale's minimum) | ``error`` (raises [`csem.model.scoring.DegenerateTextError`][]).
+            scale's minimum) | ``error`` (raises `csem.model.scoring.DegenerateTextError`).
 
     Attributes:
         scales: column -> its scale ``(min, max)`` (the label range in the metric card; ``(0, 1)``
             for an ensemble aspect). fingerprint: sha256 of the model's config and weights
-            ([`csem.model.scoring.model_fingerprint`][]), computed on first use. last: the last
+            (`csem.model.scoring.model_fingerprint`), computed on first use. last: the last
             [`csem.model.prediction.Prediction`][] (std, hash).
 
     Raises:
@@ -120,16 +120,16 @@ class StudentMetric:
 
 
 class JudgeMetric:
-    """The G-Eval judge (:func:`csem.judge.judge_records`) as a metric: one column per aspect.
+    """The G-Eval judge ([`csem.judge.judge_records`][]) as a metric: one column per aspect.
 
     Args:
         judge: backend URI (``local``, ``llama-cpp:PATH``, ``openai:MODEL``).
         rubrics: rubric ids or paths.
         cache: SQLite cache file (recommended: reranking and MERT re-score the same candidates).
-        options: further keyword arguments of :func:`judge_records` (``mode``, ``n`` ...).
+        options: further keyword arguments of `judge_records` (``mode``, ``n`` ...).
 
     A degenerate candidate (empty, whitespace only, or holding a NUL character:
-    :func:`csem.model.scoring.degenerate_reason`) is never sent to the judge: it gets the minimum of
+    `csem.model.scoring.degenerate_reason`) is never sent to the judge: it gets the minimum of
     each rubric's scale, as a student's scoring path gives it (``scales``: column -> ``(min, max)``).
     """
 
@@ -166,7 +166,7 @@ class JudgeMetric:
 
 
 class BaselineMetric:
-    """A reference-based baseline of :mod:`csem.baselines` (ROUGE, BLEU, chrF, BERTScore).
+    """A reference-based baseline of [`csem.baselines`][] (ROUGE, BLEU, chrF, BERTScore).
 
     Raises:
         ValueError: unknown baseline name.
@@ -198,14 +198,14 @@ class BaselineMetric:
 
 def load_metric(spec: Any, *, judge_cache: str | Path | None = None, **options: Any) -> Metric:
     """Load a metric from its specification (see the module docstring); a loaded
-    [`csem.model.EvaluationModel`][] (what [`csem.load_metric`][] and [`csem.train`][] return)
+    [`csem.model.EvaluationModel`][] (what [`csem.load_metric`][csem.api.load_metric] and [`csem.train`][csem.api.train] return)
     becomes a [`StudentMetric`][csem.apply.metrics.StudentMetric]; a [`Metric`][csem.apply.metrics.Metric] passes through.
 
     Args:
         spec: ``DIR[#aspect+aspect]`` | ``judge:RUBRIC[+RUBRIC]@URI`` | a baseline name.
         judge_cache: SQLite cache for a judge metric.
-        options: for a student, :class:`StudentMetric` keyword arguments; for a judge,
-            :func:`csem.judge.judge_records` options.
+        options: for a student, [`StudentMetric`][csem.apply.metrics.StudentMetric] keyword arguments; for a judge,
+            [`csem.judge.judge_records`][] options.
 
     Raises:
         ValueError: an unknown name, a malformed judge spec, or a folder that is not a model.
@@ -234,7 +234,7 @@ def load_metric(spec: Any, *, judge_cache: str | Path | None = None, **options: 
 
 
 def load_metrics(specs: str | Sequence[str | Metric], **options: Any) -> list[Metric]:
-    """Several metrics: a comma-separated string or a list of specifications (see :func:`load_metric`)."""
+    """Several metrics: a comma-separated string or a list of specifications (see [`load_metric`][csem.apply.metrics.load_metric])."""
     items = [s for s in specs.split(",")] if isinstance(specs, str) else list(specs)
     return [load_metric(s, **options) for s in items if not (isinstance(s, str) and not s.strip())]
 

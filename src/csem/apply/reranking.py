@@ -6,7 +6,7 @@ columns ``m_1..m_K``:
 
 * Eq. 7: ``y* = argmax_i m(x, y_i)``
 * Eq. 8: ``y* = argmax_i sum_k w_k m_k(x, y_i)``, weights tuned on dev N-best lists by MERT
-  (:mod:`csem.apply.tune`).
+  ([`csem.apply.tune`][]).
 
 Optional per-source normalisation (``normalize="zscore"``) replaces each metric's scores of one
 N-best list by their z-scores within the list (mean 0, standard deviation 1; a constant column
@@ -74,7 +74,7 @@ def _as_float(v: Any) -> float:
 
 
 def build_nbest(records: Sequence[Mapping[str, Any]], columns: Sequence[str], normalize: str = "none") -> NBest:
-    """Arrays of the score ``columns`` of ``records`` per N-best list (see :class:`NBest`).
+    """Arrays of the score ``columns`` of ``records`` per N-best list (see [`NBest`][csem.apply.reranking.NBest]).
 
     Raises:
         ValueError: unknown ``normalize``, or a column that no record has.
@@ -121,7 +121,7 @@ def argmax_choice(features: np.ndarray, weights: np.ndarray) -> int:
 
 @dataclass
 class RerankResult:
-    """What :func:`rerank` did.
+    """What [`rerank`][csem.apply.reranking.rerank] did.
 
     Attributes:
         chosen: one record per source (the chosen candidate, with every score column and
@@ -218,13 +218,13 @@ def rerank(records: Sequence[Mapping[str, Any]], metrics: Sequence[Metric], weig
 
     Args:
         records: N-best lists (csem records grouped by ``doc_id``).
-        metrics: loaded metrics (:func:`csem.apply.metrics.load_metrics`); their columns, in order,
+        metrics: loaded metrics ([`csem.apply.metrics.load_metrics`][]); their columns, in order,
             are the features of Eq. 8.
-        weights: see :func:`parse_weights` (default 1 each).
+        weights: see [`parse_weights`][csem.apply.reranking.parse_weights] (default 1 each).
         normalize: ``none`` or ``zscore`` (per source, per column, before weighting).
 
     Returns:
-        :class:`RerankResult`.
+        [`RerankResult`][csem.apply.reranking.RerankResult].
 
     Raises:
         ValueError: bad weights, a reference-based metric without references, two metrics with
@@ -246,7 +246,7 @@ def add_scores(records: Sequence[Mapping[str, Any]], scores: Scores) -> list[dic
 
 def score_specs(records: Sequence[Mapping[str, Any]], specs: str | Sequence[Any], *,
                 judge_cache: Any = None, **options: Any) -> tuple[list[dict], list[str]]:
-    """Score ``records`` with metric specifications (:func:`csem.apply.metrics.load_metric`); a
+    """Score ``records`` with metric specifications ([`csem.apply.metrics.load_metric`][]); a
     specification that names a score column already in the records (``judge.coherence``,
     ``metric.rouge1``) is used as it is, without re-scoring.
 

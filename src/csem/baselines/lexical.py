@@ -1,15 +1,15 @@
 """Lexical baselines that could explain a student with lexical features: extractiveness, and the
 student's own lexical features fitted alone to the training labels (no encoder).
 
-* :func:`length`: the candidate's number of words (whitespace-separated). Nothing is fitted.
-* :func:`extractiveness`: the share of the candidate's trigrams found in its source, i.e.
-  ``1 - novel trigram share`` of :func:`csem.model.features.overlap_features` (See et al. 2017;
+* [`length`][csem.baselines.lexical.length]: the candidate's number of words (whitespace-separated). Nothing is fitted.
+* [`extractiveness`][csem.baselines.lexical.extractiveness]: the share of the candidate's trigrams found in its source, i.e.
+  ``1 - novel trigram share`` of `csem.model.features.overlap_features` (See et al. 2017;
   Grusky et al. 2018). Nothing is fitted.
-* :func:`overlap_least_squares`: per label column, ordinary least squares (with an intercept) of
+* [`overlap_least_squares`][csem.baselines.lexical.overlap_least_squares]: per label column, ordinary least squares (with an intercept) of
   the training labels on the ``overlap`` features (novel 1/2/3-gram shares against the source,
-  trigram repetition, length: :func:`csem.model.features.overlap_features`).
-* :func:`lexical_mlp`: the ``lexical`` student's wide part alone: its feature MLP
-  (:class:`csem.model.module.EvaluationModule`, ``feature_set="lexical"``) pre-fitted on the
+  trigram repetition, length: `csem.model.features.overlap_features`).
+* [`lexical_mlp`][csem.baselines.lexical.lexical_mlp]: the ``lexical`` student's wide part alone: its feature MLP
+  (`csem.model.module.EvaluationModule`, ``feature_set="lexical"``) pre-fitted on the
   training labels exactly as before the student trains (``init_overlap_heads``), then applied to
   the test records; no encoder output is used.
 
@@ -66,7 +66,7 @@ def length(records: Sequence[Mapping[str, Any]]) -> list[float]:
 def extractiveness(records: Sequence[Mapping[str, Any]]) -> list[float]:
     """Share of each candidate's word trigrams that occur in its source (csem's tokens: lower-cased
     ``\\w+|[^\\w\\s]``), in [0, 1]; 1 = every trigram copied. ``1 - novel_3`` of
-    :func:`csem.model.features.overlap_features`; a candidate of fewer than 3 tokens scores 1.
+    `csem.model.features.overlap_features`; a candidate of fewer than 3 tokens scores 1.
 
     Args:
         records: csem records with ``candidate`` and ``source`` strings.
@@ -87,7 +87,7 @@ def overlap_least_squares(train: Sequence[Mapping[str, Any]], test: Sequence[Map
     """The ``overlap`` features alone, fitted to the training labels by least squares.
 
     For each label column: ``w = argmin ||X w - y||^2`` over the training rows that carry a label,
-    ``X`` = the 5 features of :func:`csem.model.features.overlap_features` (candidate against its
+    ``X`` = the 5 features of `csem.model.features.overlap_features` (candidate against its
     source; ``feature_set="novelty"``: the 4 without the length, the student's ``novelty`` set) plus a
     constant 1 (``numpy.linalg.lstsq``); the test rows get ``X_test w``.
 
@@ -95,7 +95,7 @@ def overlap_least_squares(train: Sequence[Mapping[str, Any]], test: Sequence[Map
         train: records with ``candidate``, ``source`` and the label columns (None/NaN = no label).
         test: records with ``candidate`` and ``source``.
         labels: one label column or several (one fit each).
-        feature_set: ``overlap`` (default) or ``novelty`` (:data:`csem.model.features.FEATURE_SETS`).
+        feature_set: ``overlap`` (default) or ``novelty`` (`csem.model.features.FEATURE_SETS`).
 
     Returns:
         ``{label column: [score per test record]}`` on the labels' scale (unbounded: a linear fit).
@@ -132,9 +132,9 @@ def lexical_mlp(train: Sequence[Mapping[str, Any]], test: Sequence[Mapping[str, 
                 encoder: str | None = None, seed: int = 12) -> dict[str, list[float]]:
     """The ``lexical`` student's feature MLP alone, pre-fitted on the training labels, no encoder.
 
-    Builds an :class:`csem.model.module.EvaluationModule` with ``feature_set="lexical"`` (one head
+    Builds an `csem.model.module.EvaluationModule` with ``feature_set="lexical"`` (one head
     per label column, ``ref-free``), standardises the 28 features of
-    :func:`csem.model.features.lexical_features` with the training rows' means and deviations,
+    `csem.model.features.lexical_features` with the training rows' means and deviations,
     fits every column's feature MLP jointly with the student's loss (``init_overlap_heads``:
     ``TrainConfig.feature_prefit_steps`` AdamW steps) and scores ``test`` through those MLPs only,
     mapped back to the label scale (``denormalise``). The encoder is built (its tokenizer is used
@@ -146,7 +146,7 @@ def lexical_mlp(train: Sequence[Mapping[str, Any]], test: Sequence[Mapping[str, 
         labels: the label columns (fitted together, as the student's heads are).
         label_range: ``(min, max)`` of the labels' scale; default the training labels' observed
             range (over all columns).
-        encoder: the :class:`csem.model.ModelConfig` encoder (default its default, MiniLM).
+        encoder: the [`csem.model.ModelConfig`][] encoder (default its default, MiniLM).
         seed: seeds the MLPs' initialisation (``lightning.seed_everything``).
 
     Returns:

@@ -43,7 +43,7 @@ def system_prior(train: Sequence[Mapping[str, Any]], test: Sequence[Mapping[str,
 
     Raises:
         ValueError: a record without ``by``; no training row labelled in a column; a label that is
-            not a number (:class:`csem.model.validation.TrainingDataError`); unknown ``unseen``.
+            not a number ([`csem.model.validation.TrainingDataError`][]); unknown ``unseen``.
     """
     from csem.model.validation import label_value
 

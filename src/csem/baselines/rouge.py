@@ -51,7 +51,7 @@ def rouge_scores(
     use_stemmer: bool = True,
     sentence_split: bool = True,
 ) -> dict[str, list[float]]:
-    """Several ROUGE variants in one pass (texts tokenised once); see :func:`rouge`.
+    """Several ROUGE variants in one pass (texts tokenised once); see `rouge`.
 
     Returns:
         ``{variant: one score in [0, 1] per record}``.
@@ -101,7 +101,7 @@ def rouge(
         reduce: combine scores against several references by ``max`` (default; = rouge-score's
             ``score_multi``) or ``mean``.
         use_stemmer: Porter stemming (Perl ROUGE's ``-m``, used for SummEval's numbers).
-        sentence_split: for ``rougeLsum``, put one sentence per line first (:func:`split_sentences`).
+        sentence_split: for ``rougeLsum``, put one sentence per line first (`split_sentences`).
 
     SummEval convention (reproduces the per-aspect summary-level Spearman of G-Eval Table 1 /
     CSEM Table V within 0.005): ``reduce="mean"`` over the 11 references (Perl ROUGE's default

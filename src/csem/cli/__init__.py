@@ -1,6 +1,6 @@
 """The ``csem`` command: a thin typer app; each sub-command lives in its own module here.
 
-Command modules register themselves on :data:`app` when imported; they only parse arguments
+Command modules register themselves on `app` when imported; they only parse arguments
 and call the library functions of the stage packages.
 
 Every command reports an expected failure as one line ``csem: error: ...`` on stderr and exits with
@@ -98,7 +98,7 @@ def _is_click(exc: BaseException) -> bool:
 
 class _ErrorMappingGroup(TyperGroup):
     """The command group: any exception a command lets escape becomes one ``csem: error:`` line and
-    the code of :func:`exit_code` (with the traceback under ``CSEM_DEBUG=1``)."""
+    the code of `exit_code` (with the traceback under ``CSEM_DEBUG=1``)."""
 
     def invoke(self, ctx: click.Context):
         try:

@@ -7,7 +7,7 @@ Checks, each a row ``(area, item, status, detail)`` with status ``ok``, ``off`` 
 * llama.cpp: the llama-cpp-python build, and for every packaged GGUF model that is installed, whether it
   is present and verified (sha256) and whether llama.cpp's extra buffer types (AMX / weight repacking)
   survive a batched decode, by the cached child-process probe of
-  :mod:`csem.llm.providers.llama_cpp_kernels` (``fallback`` = loaded with them off);
+  `csem.llm.providers.llama_cpp_kernels` (``fallback`` = loaded with them off);
 * torch: version, threads, the precision ``auto`` picks for a student on this device;
 * student encoders present (MiniLM, mpnet);
 * optional extras installed (server, serve, rl, ray, docs).

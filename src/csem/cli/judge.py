@@ -169,7 +169,7 @@ def run_judging(records, rubric, judge, *, out, mode, n, temperature, max_tokens
     """Shared by ``csem judge`` and ``csem example``: judge, write, print pivot + summary; exit code.
     ``batch`` ([`csem.judge.batch.BatchOptions`][]) sends the requests as batch jobs; ``dry_run``
     prints the token count and cost instead ([`csem.judge.estimate_records`][]).
-    Errors propagate to the one mapping of :mod:`csem.cli` (an authentication failure: 1)."""
+    Errors propagate to the one mapping of `csem.cli` (an authentication failure: 1)."""
     from rich.markup import escape
 
     from csem.data.records import check_output_path, write_records

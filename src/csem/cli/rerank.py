@@ -36,7 +36,7 @@ def _weights_arg(weights: Optional[str]):
 
     Raises:
         FileNotFoundError: a ``.json`` path that does not exist. ValueError: a bad file (see
-        :func:`csem.apply.tune.load_weights_file`).
+        [`csem.apply.tune.load_weights_file`][]).
     """
     if weights and (Path(weights).is_file() or weights.strip().lower().endswith(".json")):
         from csem.apply.tune import load_weights_file

@@ -150,7 +150,7 @@ def score_with_ray(model: Path, data: Path, out: Path, *, name: Optional[str], b
 
 def deferred_outcome(pred, out: Path, cache: Path, dry_run: bool) -> int:
     """Write a cascade's output and say what it did; the exit code as ``csem judge``'s
-    ([`csem.cli.judge.run_outcome`][]): 0, 3 when some judgments failed (their rows keep the student's
+    (`csem.cli.judge.run_outcome`): 0, 3 when some judgments failed (their rows keep the student's
     score and say so), 1 when the judge answered none."""
     from csem.cli.judge import run_outcome
     from csem.data.records import write_records

@@ -35,7 +35,7 @@ def render_task_prompt(task: str, source: str) -> list[dict[str, str]]:
     """Chat messages asking a generator to perform ``task`` on ``source``.
 
     Args:
-        task: a key of :data:`TASK_PROMPTS` or a template text containing ``{source}``.
+        task: a key of `TASK_PROMPTS` or a template text containing ``{source}``.
         source: the input text.
 
     Returns:

@@ -5,7 +5,7 @@ generation-model checkpoints, add the reference, and either keep every candidate
 source at random. This module does that, deterministically under a seed, and writes each finished
 (source, generator, sample) as it goes so an interrupted run resumes without repeating work.
 
-Candidate records (see :mod:`csem.data.records`): ``id = "<source id>/<system>/<k>"``,
+Candidate records (see [`csem.data.records`][]): ``id = "<source id>/<system>/<k>"``,
 ``doc_id`` (the source id), ``system_id`` (the generator's name, or ``reference``), ``source``,
 ``candidate``, ``reference``, and provenance columns ``collect.generator`` (URI),
 ``collect.checkpoint`` (model identity), ``collect.decoding`` (dict), ``collect.seed``,
@@ -37,7 +37,7 @@ DEFAULT_DECODING = GenerateConfig(temperature=1.0, top_k=50, top_p=1.0, max_toke
 
 
 class GeneratorSpec(BaseModel):
-    """One generator checkpoint: a backend URI (:mod:`csem.llm`: ``local``, ``llama-cpp:PATH``,
+    """One generator checkpoint: a backend URI ([`csem.llm`][]: ``local``, ``llama-cpp:PATH``,
     ``openai:MODEL``, ``hf:MODEL``, plug-ins), how many candidates to sample per source, backend
     options (e.g. ``base_url``, ``concurrency``) and, optionally, its own decoding settings, merged
     over the run's (e.g. a higher temperature for a system meant to be weaker)."""
@@ -94,7 +94,7 @@ def trim_to_sentence(text: str) -> str | None:
 
     Used on samples a generator stopped at ``max_tokens`` (``finish_reason == "length"``): with the
     64-token default a summary is often cut mid-sentence, which a reader (and csem's acceptability
-    gate, :mod:`csem.model.acceptability`) rejects while an LLM judge may not.
+    gate, [`csem.model.acceptability`][]) rejects while an LLM judge may not.
     """
     from csem.data.text import split_sentences
 
@@ -114,7 +114,7 @@ def _norm(text: str) -> str:
 
 
 def decoding_of(spec: GeneratorSpec, decoding: GenerateConfig | None) -> GenerateConfig:
-    """The decoding a generator samples with: :data:`DEFAULT_DECODING`, then the run's ``decoding``,
+    """The decoding a generator samples with: `DEFAULT_DECODING`, then the run's ``decoding``,
     then the generator's own (each overriding the fields it sets); ``n`` and ``seed`` are per sample."""
     return DEFAULT_DECODING.merge(decoding).merge(spec.decoding).model_copy(update={"n": None, "seed": None})
 
@@ -246,7 +246,7 @@ async def acollect_candidates(
     partial_path: str | Path | None = None,
     progress: bool = True,
 ) -> tuple[list[dict], "CollectSummary"]:
-    """Async core of :func:`collect_candidates` (same arguments and result)."""
+    """Async core of [`collect_candidates`][csem.collect.sampler.collect_candidates] (same arguments and result)."""
     for name, value, allowed in (("keep", keep, ("all", "one")), ("duplicates", duplicates, ("drop", "keep")),
                                  ("empty", empty, ("drop", "keep")),
                                  ("truncated", truncated, ("keep", "trim", "drop"))):
@@ -317,7 +317,7 @@ def collect_candidates(
 ) -> tuple[list[dict], "CollectSummary"]:
     """Sample candidates for every source from every generator (CSEM stage i).
 
-    Each generator's samples are requested concurrently through its :class:`csem.llm.Model`, so as
+    Each generator's samples are requested concurrently through its [`csem.llm.Model`][], so as
     many are in flight as the backend's ``concurrency`` option allows (default 8 for ``openai:``,
     1 for in-process models); results are keyed by sample, so neither concurrency nor completion
     order changes a text.
@@ -325,8 +325,8 @@ def collect_candidates(
     Args:
         sources: records with ``id`` (or ``doc_id``), ``source`` and optionally ``reference``.
         generators: the checkpoints to sample from, each with its ``num_samples`` (J) and options.
-        task: a task prompt name (:data:`csem.collect.prompts.TASK_PROMPTS`) or template.
-        decoding: sampling settings over :data:`DEFAULT_DECODING` (top-k with k = 50, the paper's
+        task: a task prompt name (`csem.collect.prompts.TASK_PROMPTS`) or template.
+        decoding: sampling settings over `DEFAULT_DECODING` (top-k with k = 50, the paper's
             choice); a generator's own ``decoding`` is merged over it.
         seed: the run seed; each sample's seed is derived from (seed, source, system, k).
         include_reference: add each source's reference(s) as candidates (system ``reference``).
@@ -336,7 +336,7 @@ def collect_candidates(
         truncated: what to do with a sample the generator stopped at ``max_tokens``
             (``finish_reason == "length"``, counted in ``CollectSummary.truncated``): ``keep`` it as
             generated (flagged ``collect.flag = "truncated"``), ``trim`` it back to its last complete
-            sentence (:func:`trim_to_sentence`; the generated text kept in ``collect.untrimmed``,
+            sentence ([`trim_to_sentence`][csem.collect.sampler.trim_to_sentence]; the generated text kept in ``collect.untrimmed``,
             counted in ``trimmed``; one with no complete sentence is kept as generated, flagged and
             counted in ``kept_cut``, so ``trim`` can leave a text cut mid-sentence), or ``drop`` it.
             Applied when the pool is made, so a resumed run can change it without sampling again.
@@ -345,7 +345,7 @@ def collect_candidates(
             generated.
 
     Returns:
-        (candidate records, :class:`CollectSummary`).
+        (candidate records, [`CollectSummary`][csem.collect.sampler.CollectSummary]).
 
     Raises:
         ValueError: a source has no id or an empty text; no generators; ids repeat; a decoding the

@@ -28,7 +28,7 @@ Grammar (``<aspect>`` and ``<name>`` never contain ``.`` or ``@``)::
 
 A name whose last segment is a side-field name is always read as a side field, so no aspect or
 metric may be called ``missing``, ``raw``, ``mass``, ``std``, ``repeat`` or ``provenance``
-(:func:`format_column` refuses).
+([`format_column`][csem.data.columns.format_column] refuses).
 Score columns hold a float or None; text side fields hold a string or None.
 """
 
@@ -136,7 +136,7 @@ def metric_column(name: str, aspect: str | None = None, *, side: str | None = No
     ``metric_column("csem", "coherence@gpt-4", side="std")`` -> ``metric.csem.coherence@gpt-4.std``.
 
     Raises:
-        ValueError: as :func:`format_column`.
+        ValueError: as [`format_column`][csem.data.columns.format_column].
     """
     base, at, tag = (aspect or "").partition("@")
     return format_column("metric", base or None, name=name, tag=tag if at else None, side=side)
@@ -202,7 +202,7 @@ def score_columns(records: Iterable[Mapping[str, Any]], kinds: Iterable[str] = K
     """The score columns (side fields excluded) of ``kinds`` present in any record, in first-seen order.
 
     Args:
-        records: csem records (dicts). kinds: subset of :data:`KINDS`, e.g. ``("human",)``.
+        records: csem records (dicts). kinds: subset of `KINDS`, e.g. ``("human",)``.
     """
     kinds = tuple(kinds)
     bad = [k for k in kinds if k not in KINDS]

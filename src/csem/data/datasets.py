@@ -1,11 +1,11 @@
-"""Human-judgment datasets by name: the one registry (:data:`DATASETS`), :func:`load_dataset`, and
+"""Human-judgment datasets by name: the one registry ([`DATASETS`][csem.data.datasets.DATASETS]), [`load_dataset`][csem.data.datasets.load_dataset], and
 every loader re-exported (one import place).
 
-Every loader lives in :mod:`csem.data.loaders` (SummEval and its published LLM ratings in
-:mod:`csem.data.loaders.summeval`; dialogue, MT and other summarisation sets beside it), takes a
+Every loader lives in `csem.data.loaders` (SummEval and its published LLM ratings in
+`csem.data.loaders.summeval`; dialogue, MT and other summarisation sets beside it), takes a
 local path (a file, or the dataset's folder) and defaults to the folder of the same name under
-:func:`default_data_dir` (``$CSEM_DATA``, else ``../shared/data`` beside the checkout). Nothing is
-downloaded: each docstring says where to get the data. Records follow :mod:`csem.data.records`
+[`default_data_dir`][csem.data.datasets.default_data_dir] (``$CSEM_DATA``, else ``../shared/data`` beside the checkout). Nothing is
+downloaded: each docstring says where to get the data. Records follow [`csem.data.records`][]
 (``id``, ``doc_id``, ``system_id``, ``source``, ``candidate``, ``reference``, score columns);
 dataset-specific fields (raw annotations, tokenised texts) are kept under their own names.
 """
@@ -58,7 +58,7 @@ def _key(name: str) -> str:
 
 
 def dataset_names() -> list[str]:
-    """Names accepted by :func:`load_dataset` and ``csem meta-eval --data``."""
+    """Names accepted by [`load_dataset`][csem.data.datasets.load_dataset] and ``csem meta-eval --data``."""
     return sorted(DATASETS)
 
 

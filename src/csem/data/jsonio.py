@@ -1,7 +1,7 @@
 """The one JSON writer of csem: strict JSON (NaN and infinities become ``null``), written atomically.
 
 Every JSON file csem writes (run state, metric cards, provenance sidecars, meta-evaluation and
-benchmark results) goes through :func:`write_json`, so that a crash never leaves half a file and no
+benchmark results) goes through [`write_json`][csem.data.jsonio.write_json], so that a crash never leaves half a file and no
 file holds the non-standard ``NaN`` token that strict JSON readers reject.
 """
 
@@ -56,9 +56,9 @@ class JsonlLog:
     """An append-only JSONL log that a crash cannot spoil: the resumable record of finished work
     (collected samples, MRT rewards, a benchmark's generated lists).
 
-    Each :meth:`append` writes one strict-JSON line (NaN -> null, as :func:`write_json`) and flushes
-    it, so a kill loses at most the line being written. :meth:`read` returns every complete row and
-    skips a line that is not JSON (a line cut by a crash; counted in :attr:`skipped`). Opening for
+    Each [`append`][csem.data.jsonio.JsonlLog.append] writes one strict-JSON line (NaN -> null, as [`write_json`][csem.data.jsonio.write_json]) and flushes
+    it, so a kill loses at most the line being written. [`read`][csem.data.jsonio.JsonlLog.read] returns every complete row and
+    skips a line that is not JSON (a line cut by a crash; counted in `skipped`). Opening for
     appending first cuts such a partial last line off, so the next row starts on a line of its own
     instead of being glued to the fragment. ``path=None`` keeps nothing (reads nothing, appends
     nowhere), for callers whose log is optional.
@@ -71,7 +71,7 @@ class JsonlLog:
             log.append({"id": "a/1", "candidate": "..."})
 
     Attributes:
-        path: the file (or None). skipped: lines the last :meth:`read` could not parse.
+        path: the file (or None). skipped: lines the last [`read`][csem.data.jsonio.JsonlLog.read] could not parse.
     """
 
     def __init__(self, path: str | Path | None):
@@ -148,12 +148,12 @@ class JsonlLog:
         fh.flush()
 
     def extend(self, rows: Any) -> None:
-        """:meth:`append` each row."""
+        """[`append`][csem.data.jsonio.JsonlLog.append] each row."""
         for row in rows:
             self.append(row)
 
     def close(self) -> None:
-        """Close the file (a later :meth:`append` opens it again)."""
+        """Close the file (a later [`append`][csem.data.jsonio.JsonlLog.append] opens it again)."""
         if self._fh is not None:
             self._fh.close()
             self._fh = None

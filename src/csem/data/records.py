@@ -11,11 +11,11 @@ A record is a plain ``dict`` with these well-known keys (any other key is kept u
   correlations.
 * score columns: ``human.<aspect>``, ``judge.<aspect>``, ``metric.<name>[.<aspect>]`` (float or
   None) and their side fields (``.missing``/``.raw`` text, ``.mass``/``.std`` numbers), named by the
-  grammar of :mod:`csem.data.columns`. A score that is not a number (``"four"``) is an error; an
+  grammar of [`csem.data.columns`][]. A score that is not a number (``"four"``) is an error; an
   empty cell, ``null``, ``NaN``, ``NA`` or ``N/A`` is a missing score (None).
 
 Readers never drop columns they did not produce, and writers write back every column.
-Every malformed row raises :class:`RecordError` naming the file, the line (1-based, for CSV
+Every malformed row raises [`RecordError`][csem.data.records.RecordError] naming the file, the line (1-based, for CSV
 the physical row including the header) and the field.
 """
 
@@ -140,7 +140,7 @@ MISSING_MARKERS = ("", "nan", "null", "none", "na", "n/a")  # read as a missing 
 
 
 def _to_score(value: Any, path: str | Path, line: int | None, field: str) -> float | None:
-    """A score cell as float or None; anything else that is not a number is a :class:`RecordError`."""
+    """A score cell as float or None; anything else that is not a number is a [`RecordError`][csem.data.records.RecordError]."""
     if value is None:
         return None
     if isinstance(value, str) and value.strip().lower() in MISSING_MARKERS:
@@ -266,7 +266,7 @@ PACKAGE_FILES = Path(__file__).resolve().parents[1] / "pipeline" / "examples"
 
 
 def package_path(path: str | Path) -> Path:
-    """``package:NAME`` -> the file ``NAME`` shipped with csem (:data:`PACKAGE_FILES`, e.g.
+    """``package:NAME`` -> the file ``NAME`` shipped with csem (`PACKAGE_FILES`, e.g.
     ``package:quickstart/test.jsonl``); any other path unchanged.
 
     Raises:
@@ -295,7 +295,7 @@ def read_records(
     """Read a JSONL/CSV/TSV/Parquet file into csem records.
 
     Args:
-        path: input file (or ``package:NAME``, a file shipped with csem: :func:`package_path`); the
+        path: input file (or ``package:NAME``, a file shipped with csem: [`package_path`][csem.data.records.package_path]); the
             format comes from the suffix unless ``fmt`` is given.
         columns: ``{csem_field: user_column}`` mapping (``--source-col`` etc. on the CLI).
         required: fields every row must have (default: ``source`` and ``candidate``).
@@ -361,7 +361,7 @@ def write_records(records: Iterable[Mapping[str, Any]], path: str | Path, *, fmt
     """Write records to JSONL/CSV/TSV/Parquet (by suffix), keeping every column.
 
     The file is written to a temporary sibling and renamed, so a crash never leaves half a file.
-    CSV cells holding lists or dicts are JSON-encoded (and decoded again by :func:`read_records`).
+    CSV cells holding lists or dicts are JSON-encoded (and decoded again by [`read_records`][csem.data.records.read_records]).
     """
     path = Path(path)
     kind = _format(path, fmt)

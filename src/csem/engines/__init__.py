@@ -1,6 +1,6 @@
 """Running csem on engines users already operate, beyond one process.
 
-* :mod:`csem.engines.ray`: scoring with a student and judging through an OpenAI-compatible
+* [`csem.engines.ray`][]: scoring with a student and judging through an OpenAI-compatible
   endpoint as ``ray.data.Dataset.map_batches`` stages (``csem score --engine ray``). Needs the
   optional ``ray`` extra (``pip install 'csem[ray]'``); nothing in csem's core imports it.
 

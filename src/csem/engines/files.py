@@ -56,7 +56,7 @@ def check_output_folder(out: str | Path) -> str:
 
 
 def check_input(data: str | Path) -> str:
-    """The input's format (:func:`file_format`), checked before any work.
+    """The input's format ([`file_format`][csem.engines.files.file_format]), checked before any work.
 
     Raises:
         FileNotFoundError: no such file or folder. RecordError: not Parquet or JSONL.

@@ -1,19 +1,19 @@
 """Scoring and judging on a Ray cluster through Ray Data (``pip install 'csem[ray]'``).
 
-Two callable classes for :meth:`ray.data.Dataset.map_batches`, each a thin stage over csem's own
+Two callable classes for `ray.data.Dataset.map_batches`, each a thin stage over csem's own
 code path, so a score or a judgment is the one ``csem score`` / ``csem annotate`` would give:
 
-* :class:`RayScorer`: loads a student once per actor (:meth:`csem.model.EvaluationModel.load`)
+* [`RayScorer`][csem.engines.ray.RayScorer]: loads a student once per actor ([`csem.model.EvaluationModel.load`][])
   and scores each batch of records with the student's one scoring method
   ([`csem.model.EvaluationModel.predict`][], what ``csem score`` calls); out come the same
   ``metric.<name>.<aspect>`` (and ``.std``) columns.
-* :class:`RayJudge`: judges each batch with :func:`csem.judge.judge_records` over any judge URI
+* [`RayJudge`][csem.engines.ray.RayJudge]: judges each batch with [`csem.judge.judge_records`][] over any judge URI
   (typically ``openai:MODEL`` with ``base_url`` pointing at a vLLM or llama.cpp OpenAI-compatible
   server) and its SQLite cache: the cache keys are ``csem annotate``'s, so a re-run, or a later
   ``csem annotate`` with the same cache file, resumes instead of judging again.
 
-:func:`score_dataset` / :func:`judge_dataset` add the stage to a dataset (a fixed pool of
-``workers`` actors, ``cpus_per_worker`` CPUs each); :func:`score_files` reads Parquet or JSONL
+[`score_dataset`][csem.engines.ray.score_dataset] / [`judge_dataset`][csem.engines.ray.judge_dataset] add the stage to a dataset (a fixed pool of
+``workers`` actors, ``cpus_per_worker`` CPUs each); [`score_files`][csem.engines.ray.score_files] reads Parquet or JSONL
 files through Ray Data, scores them streaming (a corpus larger than memory flows through in
 blocks) and writes a folder of part files (``csem score --engine ray``).
 
@@ -21,11 +21,11 @@ Fault tolerance is Ray's: Ray Data creates the actors of a pool with ``max_resta
 ``max_task_retries=-1`` (its defaults, ``actor_pool_map_operator.py`` in Ray 2.60), so a worker
 process that dies mid-batch is restarted and its batch is re-run; the written output holds every
 row exactly once (tests/engines/test_ray.py kills one). A bad record is not retried: the run stops
-with a :class:`~csem.data.records.RecordError` naming the input, the record (its ``id``) and the
+with a [`RecordError`][csem.data.records.RecordError] naming the input, the record (its ``id``) and the
 field.
 
 Records arrive as Arrow tables (``batch_format="pyarrow"``) and are turned into csem records by
-:func:`csem.data.records.normalize_record`, the same normalisation ``csem score`` applies when it
+[`csem.data.records.normalize_record`][], the same normalisation ``csem score`` applies when it
 reads a file (candidate aliases such as ``hypothesis``, ``id`` as a string, score columns as
 numbers). Ray reads files in parallel blocks, so a record's line number is not known: give records
 an ``id`` column (a record without one keeps ``id`` null, where ``csem score`` numbers the lines).
@@ -73,7 +73,7 @@ def _label(row: Mapping[str, Any]) -> str:
 
 def to_records(batch: pa.Table, *, where: str, columns: Mapping[str, str] | None = None,
                required: Sequence[str] = ("candidate",)) -> list[dict]:
-    """csem records from an Arrow batch, through :func:`csem.data.records.normalize_record`.
+    """csem records from an Arrow batch, through [`csem.data.records.normalize_record`][].
 
     Args:
         batch: rows of a Ray Data block (any columns). where: the input's name for errors.
@@ -178,7 +178,7 @@ class RayScorer:
 def score_dataset(ds: "ray.data.Dataset", model: str | Path, *, workers: int = 1, cpus_per_worker: float = 1,
                   gpus_per_worker: float = 0, records_per_batch: int = 1024, scorer_class: type = None,
                   **scorer: Any) -> "ray.data.Dataset":
-    """``ds`` with a :class:`RayScorer` stage (lazy: nothing runs until the dataset is consumed).
+    """``ds`` with a [`RayScorer`][csem.engines.ray.RayScorer] stage (lazy: nothing runs until the dataset is consumed).
 
     Args:
         ds: a Ray dataset of records. model: the model folder.
@@ -186,7 +186,7 @@ def score_dataset(ds: "ray.data.Dataset", model: str | Path, *, workers: int = 1
             actor (also its torch threads unless ``threads`` is given). gpus_per_worker: GPUs per
             actor (0: CPU). records_per_batch: rows per ``__call__`` (the scorer pools the distinct
             texts of a batch, so larger batches share more encodings; memory grows with it).
-        scorer_class: :class:`RayScorer` or a subclass of it (default RayScorer).
+        scorer_class: [`RayScorer`][csem.engines.ray.RayScorer] or a subclass of it (default RayScorer).
         scorer: its keyword arguments (name, batch_size, mc_dropout, precision, threads, columns, where).
     """
     if workers < 1 or cpus_per_worker <= 0 or records_per_batch < 1:
@@ -224,7 +224,7 @@ def read_dataset(path: str | Path) -> "ray.data.Dataset":
 
 class JsonlDatasink(BlockBasedFileDatasink):
     """Writes each block as one ``.jsonl`` part file with csem's JSON encoding (``json.dumps``, UTF-8,
-    floats written exactly, as :func:`csem.data.records.write_records`)."""
+    floats written exactly, as [`csem.data.records.write_records`][])."""
 
     def __init__(self, path: str, **kwargs: Any):
         super().__init__(path, file_format="jsonl", **kwargs)
@@ -238,7 +238,7 @@ class JsonlDatasink(BlockBasedFileDatasink):
 
 def write_dataset(ds: "ray.data.Dataset", out: str | Path, fmt: str) -> None:
     """Write ``ds`` as part files into the folder ``out`` (Parquet, or JSONL through
-    :class:`JsonlDatasink`); fails if ``out`` already holds files."""
+    [`JsonlDatasink`][csem.engines.ray.JsonlDatasink]); fails if ``out`` already holds files."""
     from ray.data import SaveMode
 
     if fmt == "parquet":
@@ -334,11 +334,11 @@ def score_files(model: str | Path, data: str | Path, out: str | Path, *, workers
 # ----------------------------------------------------------------------------------------------
 
 class RayJudge:
-    """An LLM judge as a Ray Data stage: each batch goes through :func:`csem.judge.judge_records`
+    """An LLM judge as a Ray Data stage: each batch goes through [`csem.judge.judge_records`][]
     (the code of ``csem annotate``), with its SQLite cache and the backend's own concurrency.
 
     Args:
-        rubrics: rubric ids/paths (as ``csem annotate --rubric``) or :class:`~csem.rubrics.Rubric`
+        rubrics: rubric ids/paths (as ``csem annotate --rubric``) or [`Rubric`][csem.rubrics.Rubric]
             objects. judge: judge URI, e.g.
             ``openai:MODEL`` (vLLM or llama.cpp server) or ``local``.
         cache: SQLite judgment cache file (default None: in memory, no resume). Actors on one
@@ -346,7 +346,7 @@ class RayJudge:
             one on a file system with working POSIX locks. The keys are ``csem annotate``'s.
         backend_options: ``--judge-opt`` pairs (``base_url``, ``api_key``, ``concurrency`` ...).
         columns: ``--col`` mapping. where: the input's name, for errors. options: further
-            :func:`~csem.judge.judge_records` arguments (``mode``, ``n``, ``temperature``,
+            [`judge_records`][csem.judge.judge_records] arguments (``mode``, ``n``, ``temperature``,
             ``max_tokens``, ``min_mass``, ``fallback``, ``keep_raw``).
 
     ``__call__``: Arrow table in, the same rows plus ``judge.<aspect>`` (float64, null when missing)
@@ -376,12 +376,12 @@ class RayJudge:
 
 def judge_dataset(ds: "ray.data.Dataset", rubrics: Any, judge: str, *, workers: int = 1,
                   cpus_per_worker: float = 0.25, records_per_batch: int = 64, **judge_args: Any) -> "ray.data.Dataset":
-    """``ds`` with a :class:`RayJudge` stage (lazy). A judge actor mostly waits on HTTP, so it
+    """``ds`` with a [`RayJudge`][csem.engines.ray.RayJudge] stage (lazy). A judge actor mostly waits on HTTP, so it
     reserves a fraction of a CPU by default; the load on the server is ``workers`` times the
     backend's ``concurrency`` option.
 
     Args:
-        judge_args: :class:`RayJudge` keyword arguments (cache, backend_options, columns, mode ...).
+        judge_args: [`RayJudge`][csem.engines.ray.RayJudge] keyword arguments (cache, backend_options, columns, mode ...).
     """
     if workers < 1 or records_per_batch < 1:
         raise InputError(f"workers ({workers}) and records_per_batch ({records_per_batch}) must be positive")

@@ -1,10 +1,10 @@
 """The G-Eval LLM judge: prompt rendering (rubrics), scoring (probs | sample | parse), cache, runner.
 
 >>> from csem.judge import judge_records
->>> rows, summary = judge_records(records, "geval/summeval-coherence", "local")  # doctest: +SKIP
+>>> rows, summary = judge_records(records, "geval/summeval-coherence", "local")
 
 Judges are chosen by backend URI (``local``, ``llama-cpp:PATH``, ``openai:MODEL``); the backends,
-their generation config and request policy live one layer down, in :mod:`csem.llm`.
+their generation config and request policy live one layer down, in [`csem.llm`][].
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ def judgment_key(backend_id: str, messages: Any, mode: str, params: Mapping[str,
 class JudgmentCache:
     """A judgment store in one SQLite file (``path=None``: in memory, nothing persists).
 
-    Thread-safe (one connection guarded by a lock). Use as a context manager or call :meth:`close`.
+    Thread-safe (one connection guarded by a lock). Use as a context manager or call `close`.
     """
 
     def __init__(self, path: str | Path | None):

@@ -1,6 +1,6 @@
 """Comparison ranking: the judge compares two candidates of one source (CSEM paper Sec. VI-F, Fig. 6).
 
-* **Pairs** (:func:`select_pairs`): per source, ``all`` pairs; a seeded ``random`` subset of
+* **Pairs** (`select_pairs`): per source, ``all`` pairs; a seeded ``random`` subset of
   ``per_source`` pairs; or ``adjacent`` pairs after a rating pass (the candidates sorted by an
   existing rating column, each paired with its neighbour: ``n - 1`` pairs that decide the order
   where ratings are closest).
@@ -14,18 +14,18 @@
   as 0). ``mass = P(A) + P(B)`` is kept. ``parse`` (and the fallback of a backend without
   probabilities) reads one greedy answer: ``1`` for A, ``0`` for B; no A/B in the answer is
   missing with its raw text.
-* Every judgment is cached in SQLite (:class:`csem.judge.cache.JudgmentCache`) as it finishes, so a
+* Every judgment is cached in SQLite ([`csem.judge.cache.JudgmentCache`][]) as it finishes, so a
   killed run resumes; the number of judge calls is ``2 x pairs``. The calls run through the one
-  judging executor (:mod:`csem.judge.executor`, shared with rating: cache, probs -> parse fallback,
+  judging executor (`csem.judge.executor`, shared with rating: cache, probs -> parse fallback,
   a refused API key stops the run, backend errors are missing and make the run partial) with
-  :class:`ComparisonTask`; concurrency is the model wrapper's.
+  `ComparisonTask`; concurrency is the model wrapper's.
 
-:func:`compare_records` returns one row per pair (the preference file ``csem train --pairs``
+`compare_records` returns one row per pair (the preference file ``csem train --pairs``
 reads): ``id`` (``<id_a>|<id_b>``), ``doc_id``, ``source``, ``reference``, ``id_a``, ``id_b``,
 ``candidate_a``, ``candidate_b``, ``system_a``, ``system_b``, ``judge.<aspect>`` (p(a > b) in
 [0, 1], None when missing), ``judge.<aspect>.mass``, ``judge.<aspect>.missing``, and the two
 orders' ``p_first`` in ``order_ab.<aspect>`` / ``order_ba.<aspect>``.
-:func:`preference_scores` turns pairs into one score per candidate (its mean preference over the
+`preference_scores` turns pairs into one score per candidate (its mean preference over the
 pairs it is in), for correlation with ratings or human scores.
 """
 
@@ -211,7 +211,7 @@ async def choice_probabilities(model: Any, messages: Sequence[dict], choices: Se
 
 
 class ComparisonTask:
-    """One order of a pair: the :class:`csem.judge.executor.JudgingTask` of :func:`acompare_records`.
+    """One order of a pair: the `csem.judge.executor.JudgingTask` of `acompare_records`.
     A judgment's ``score`` is ``p_first`` in [0, 1] (``probs``: ``P(A) / (P(A) + P(B))``, ``mass =
     P(A) + P(B)``; ``parse``: 1 for A, 0 for B); it falls back to ``parse``."""
 
@@ -274,7 +274,7 @@ async def acompare_records(
     backend_options: Mapping[str, Any] | None = None,
     max_consecutive_failures: int = 3,
 ) -> tuple[list[dict], CompareSummary]:
-    """Async core of :func:`compare_records` (same arguments and result)."""
+    """Async core of `compare_records` (same arguments and result)."""
     from csem.llm import get_model
 
     if mode not in COMPARE_MODES:
@@ -342,13 +342,13 @@ def compare_records(records: Iterable[Mapping[str, Any]], rubric: str | Pairwise
         records: candidate records (``source``, ``candidate``, ``id``, optional ``reference``,
             ``doc_id``, ``system_id``).
         rubric: a pairwise rubric id (``pairwise/summ-coherence-ref-free``; the rating rubric id
-            ``csem/summ-coherence-ref-free`` names the same), a file, or a :class:`PairwiseRubric`.
+            ``csem/summ-coherence-ref-free`` names the same), a file, or a `PairwiseRubric`.
         judge: backend URI (``local``, ``llama-cpp:...``, ``openai:MODEL``) or a model.
         pairs: explicit ``(i, j)`` index pairs; else chosen by ``strategy`` / ``per_source`` /
-            ``rating_col`` / ``seed`` (:func:`select_pairs`).
+            ``rating_col`` / ``seed`` (`select_pairs`).
         mode: ``probs`` (preference probability from the A/B tokens) | ``parse`` (one greedy answer).
-        cache: SQLite file (resumable) or an open :class:`JudgmentCache`; None = in memory.
-        progress, backend_options, max_consecutive_failures: as :func:`csem.judge.judge_records`.
+        cache: SQLite file (resumable) or an open [`JudgmentCache`][csem.judge.JudgmentCache]; None = in memory.
+        progress, backend_options, max_consecutive_failures: as [`csem.judge.judge_records`][].
 
     Returns:
         ``(pair rows, CompareSummary)``; the rows' columns are listed in the module docstring.

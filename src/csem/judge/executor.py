@@ -1,33 +1,33 @@
-"""The one judging executor: rating (:func:`csem.judge.judge_records`) and comparison
-(:func:`csem.judge.comparison.compare_records`) run their judge calls through :func:`execute`.
+"""The one judging executor: rating ([`csem.judge.judge_records`][]) and comparison
+(`csem.judge.comparison.compare_records`) run their judge calls through `execute`.
 
 As prometheus-eval's absolute and relative grading share one executor, the two kinds of judgment
-differ only in a small task object (:class:`JudgingTask`: the cache parameters of a job in a mode,
+differ only in a small task object (`JudgingTask`: the cache parameters of a job in a mode,
 how to compute a judgment, how to read one back from the cache); everything else is done here,
 once:
 
-* **cache**: each job is looked up in the :class:`~csem.judge.cache.JudgmentCache` under
+* **cache**: each job is looked up in the [`JudgmentCache`][csem.judge.cache.JudgmentCache] under
   ``judgment_key(model id, messages, cache mode, params)``; a computed judgment is stored as soon
   as it finishes (a killed run resumes); backend failures are never stored;
-* **fallback**: when the backend has no token probabilities (:class:`~csem.llm.LogprobsUnsupported`)
+* **fallback**: when the backend has no token probabilities ([`LogprobsUnsupported`][csem.llm.LogprobsUnsupported])
   the run switches from ``probs`` to the task's fallback mode once, says so in
-  :attr:`Tally.fallback`, and the job is tried again (``fallback="none"``: the error is raised);
-* **stop**: a refused API key (:class:`~csem.llm.BackendAuthError`) stops the whole run at once
+  `Tally.fallback`, and the job is tried again (``fallback="none"``: the error is raised);
+* **stop**: a refused API key ([`BackendAuthError`][csem.llm.BackendAuthError]) stops the whole run at once
   (every other request would be refused too; pending jobs are cancelled);
-* **give-up**: after the model wrapper gave up on the backend (:class:`~csem.llm.BackendUnavailable`)
+* **give-up**: after the model wrapper gave up on the backend ([`BackendUnavailable`][csem.llm.BackendUnavailable])
   the remaining jobs are missing ``not attempted: backend unavailable``;
 * **errors**: any other backend error makes the job missing ``backend error: <message>`` and counts
   it as failed (the run is partial); up to 5 distinct messages are kept;
-* **deferred**: a transport that answers later (a batch job, :mod:`csem.judge.batch`) raises
-  :class:`Deferred` for a request it has taken; the job is missing with that reason, counted in
-  :attr:`Tally.deferred`, never cached, and answered by a later pass over the same jobs;
-* **counts**: one :class:`Tally` (judged now, cached, failed, deferred, tokens) from which both
+* **deferred**: a transport that answers later (a batch job, [`csem.judge.batch`][]) raises
+  `Deferred` for a request it has taken; the job is missing with that reason, counted in
+  `Tally.deferred`, never cached, and answered by a later pass over the same jobs;
+* **counts**: one `Tally` (judged now, cached, failed, deferred, tokens) from which both
   summaries are written.
 
-While a job is computed, :data:`REQUEST_KEY` holds its cache key, so a transport below the provider
+While a job is computed, `REQUEST_KEY` holds its cache key, so a transport below the provider
 (the batch transport) can name the request after the judgment it belongs to.
 
-Concurrency is the model wrapper's alone (:class:`csem.llm.Model`: at most ``concurrency``
+Concurrency is the model wrapper's alone ([`csem.llm.Model`][]: at most ``concurrency``
 requests in flight, served in submission order); the executor adds no semaphore of its own, so it
 submits the jobs in the order given (rating groups them by source for prefix reuse).
 """
@@ -44,7 +44,7 @@ from csem.llm import (NOT_ATTEMPTED, BackendAuthError, BackendError, BackendUnav
                       gather_all)
 
 
-#: the cache key of the judgment being computed (None outside :func:`execute`)
+#: the cache key of the judgment being computed (None outside `execute`)
 REQUEST_KEY: ContextVar[str | None] = ContextVar("csem_request_key", default=None)
 
 
@@ -65,7 +65,7 @@ class Job:
 
 
 class JudgingTask(Protocol):
-    """What one kind of judgment (rating, comparison) adds to :func:`execute`.
+    """What one kind of judgment (rating, comparison) adds to `execute`.
 
     Attributes:
         fallback: the mode used when the backend has no token probabilities (``"none"``: raise).
@@ -100,7 +100,7 @@ class JudgingTask(Protocol):
 
 @dataclass
 class Tally:
-    """What :func:`execute` did: ``total`` jobs = ``judged`` (the backend answered now, with or
+    """What `execute` did: ``total`` jobs = ``judged`` (the backend answered now, with or
     without a readable score) + ``cached`` + ``failed`` (no answer: any backend error or not
     attempted; never cached) + ``deferred`` (taken by a batch transport, answered later); token
     totals of the judgments computed now; ``fallback``: a note when
@@ -227,8 +227,8 @@ async def execute(jobs: Sequence[Job], task: JudgingTask, model: Model, store: J
 
 def uncached(jobs: Sequence[Job], task: JudgingTask, model: Model, store: JudgmentCache, *,
              mode: str) -> list[Job]:
-    """The jobs that :func:`execute` would send in ``mode`` (those not in the cache), in order; nothing
-    is sent. A dry run prices these (:mod:`csem.judge.cost`)."""
+    """The jobs that `execute` would send in ``mode`` (those not in the cache), in order; nothing
+    is sent. A dry run prices these ([`csem.judge.cost`][])."""
     cmode = task.cache_mode(mode)
     return [job for job in jobs if store.get(judgment_key(model.id, job.messages, cmode, task.params(mode, job))) is None]
 

@@ -181,7 +181,7 @@ class _Reader:
 
     # -- values ---------------------------------------------------------------------------------
     def decide(self, m: re.Match, matched: str | None = None) -> ParseResult:
-        """Turn a :data:`_VALUE` match into a result (range, denominator and scale checks)."""
+        """Turn a `_VALUE` match into a result (range, denominator and scale checks)."""
         matched = (matched if matched is not None else m.group(0)).strip()
         if m.group("b") is not None:
             return ParseResult(None, f"{REASON_AMBIGUOUS} (range or hedge '{m.group(0).strip()}'; "
@@ -368,7 +368,7 @@ class _Reader:
         return t
 
     def scale_declarations(self, t: str) -> str:
-        """Remove scale declarations; raise :class:`_Found` for a declared scale other than the rubric's."""
+        """Remove scale declarations; raise `_Found` for a declared scale other than the rubric's."""
         pats = [rf"\(\s*(?:on\s+a\s+|scale\s*:?\s*)?(?P<x>{_NUM})\s*(?:-|\u2013|to)\s*(?P<y>{_NUM})\s*"
                 rf"(?:stars?|points?|scale)?\s*\)",
                 rf"(?:on\s+)?(?:a|the)\s+scale\s+(?:of|from)\s+(?P<x>{_NUM})\s*(?:-|\u2013|to)\s*(?P<y>{_NUM})",
@@ -560,11 +560,11 @@ def parse_score(text: str | None, scale: tuple[int, int] | object, *, aspect: st
 
     Args:
         text: the raw answer (None counts as empty).
-        scale: ``(min, max)`` or an object with ``min``/``max`` (a :class:`csem.rubrics.Scale`).
+        scale: ``(min, max)`` or an object with ``min``/``max`` (a [`csem.rubrics.Scale`][]).
         aspect: the rubric aspect (e.g. ``"coherence"``); a label or JSON key naming it is preferred.
 
     Returns:
-        :class:`ParseResult`; ``score`` within ``[min, max]`` or None with ``reason``.
+        [`ParseResult`][csem.judge.parse.ParseResult]; ``score`` within ``[min, max]`` or None with ``reason``.
     """
     lo, hi = (scale.min, scale.max) if hasattr(scale, "min") else scale  # type: ignore[union-attr]
     if text is None or not text.strip():

@@ -46,7 +46,7 @@ def pivot(records: Sequence[Mapping[str, Any]], *, columns: Sequence[str] | None
 
 def pivot_table(records: Sequence[Mapping[str, Any]], *, columns: Sequence[str] | None = None,
                 group_by: str = "system_id", title: str | None = None):
-    """The pivot as a :class:`rich.table.Table` (rows: aspects, columns: groups, cells: mean score,
+    """The pivot as a `rich.table.Table` (rows: aspects, columns: groups, cells: mean score,
     ``(k missing)`` appended when some items have no score)."""
     from rich.table import Table
 

@@ -1,15 +1,15 @@
 """Judge many records with one or more rubrics: cache, resume, prefix-friendly order, progress, summary.
 
-:func:`judge_records` (sync) wraps :func:`ajudge_records` (async core). Jobs are run grouped by
+[`judge_records`][csem.judge.runner.judge_records] (sync) wraps [`ajudge_records`][csem.judge.runner.ajudge_records] (async core). Jobs are run grouped by
 (rubric, source, reference) in order of first appearance, so an in-process backend evaluates a
 source's prompt prefix once; results are keyed by (record, column), so neither input order nor
 batch composition changes a score. Each judgment is written to the SQLite cache as soon as it
 finishes; a re-run judges only what is missing. Backend failures (server down, 5xx, 429, timeouts,
 deadline, a malformed reply) are recorded as missing with their reason but never cached. The cache,
 the probs fallback, stopping on a refused key and counting are the one judging executor's
-(:mod:`csem.judge.executor`, shared with comparison); concurrency, retries, the deadline and giving
-up on a dead backend are the LLM wrapper's (:class:`csem.llm.Model`). This module adds the rating
-task (:class:`RatingTask`) and the output columns (:mod:`csem.data.columns`).
+(`csem.judge.executor`, shared with comparison); concurrency, retries, the deadline and giving
+up on a dead backend are the LLM wrapper's ([`csem.llm.Model`][]). This module adds the rating
+task (`RatingTask`) and the output columns ([`csem.data.columns`][]).
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ class JudgeSummary:
 def rubric_columns(rubrics: Sequence[Rubric]) -> dict[tuple[str, str], Column]:
     """The score column of each (rubric id, aspect): ``judge.<aspect>``, or
     ``judge.<aspect>@<rubric id>`` when two requested rubrics share an aspect name
-    (:class:`csem.data.columns.Column`; ``str()`` gives the name, ``.with_side("missing")`` its
+    ([`csem.data.columns.Column`][]; ``str()`` gives the name, ``.with_side("missing")`` its
     side fields)."""
     counts = Counter(a for r in rubrics for a in r.aspect_names)
     return {(r.id, a): Column("judge", a, tag=None if counts[a] == 1 else r.id) for r in rubrics for a in r.aspect_names}
@@ -173,8 +173,8 @@ def _prepare(records: Iterable[Mapping[str, Any]], rubrics: str | Rubric | Seque
 
 
 class RatingTask:
-    """Rating on a rubric's scale (G-Eval): the :class:`csem.judge.executor.JudgingTask` of
-    :func:`ajudge_records`. A job's ``spec`` is ``(rubric, aspect)``."""
+    """Rating on a rubric's scale (G-Eval): the `csem.judge.executor.JudgingTask` of
+    [`ajudge_records`][csem.judge.runner.ajudge_records]. A job's ``spec`` is ``(rubric, aspect)``."""
 
     def __init__(self, *, n: int, temperature: float, max_tokens: int, top_p: float, top_k: int, seed: int,
                  min_mass: float, fallback: str, structured: bool):
@@ -241,7 +241,7 @@ async def ajudge_records(
     batch: "BatchOptions | None" = None,
     prices: "Prices | None" = None,
 ) -> tuple[list[dict], JudgeSummary]:
-    """Async core of :func:`judge_records` (same arguments and result)."""
+    """Async core of [`judge_records`][csem.judge.runner.judge_records] (same arguments and result)."""
     t_start = time.perf_counter()
     recs, columns, jobs = _prepare(records, rubrics, mode=mode, fallback=fallback, n=n)
     if batch is not None and isinstance(judge, str) and judge.partition(":")[0].strip().lower() != "openai":
@@ -327,7 +327,7 @@ def judge_records(
 
     Args:
         records: csem records (``source``, ``candidate``, optional ``reference``, ``id`` ...).
-        rubrics: rubric ids/paths (comma list allowed) or :class:`Rubric` objects.
+        rubrics: rubric ids/paths (comma list allowed) or [`Rubric`][csem.rubrics.model.Rubric] objects.
         judge: backend URI (``local``, ``llama-cpp:smollm2``, ``openai:MODEL``) or a backend.
         mode: ``probs`` (probability-weighted, G-Eval Eq. 1) | ``sample`` (mean of ``n`` parsed
             samples at ``temperature``, G-Eval's GPT-4 procedure) | ``parse`` (one greedy answer).
@@ -335,7 +335,7 @@ def judge_records(
         min_mass: probs mode: a judgment whose valid-score probability mass is below this is
             missing (default 0: missing only when no mass at all).
         fallback: mode used when the backend gives no token probabilities (``none``: raise).
-        cache: SQLite file (or an open :class:`JudgmentCache`; None = in memory only).
+        cache: SQLite file (or an open [`JudgmentCache`][csem.judge.JudgmentCache]; None = in memory only).
         progress: show a rich progress bar with ETA on stderr.
         keep_raw: add ``judge.<aspect>.raw`` (the answer text) for parse/sample and for missing.
         max_consecutive_failures: after this many transient backend failures in a row the rest
@@ -350,7 +350,7 @@ def judge_records(
         ``(records, summary)``: copies of the input records in input order, each with
         ``judge.<aspect>`` (float in the rubric's scale or None), ``judge.<aspect>.missing``
         (reason, only when None), ``judge.<aspect>.mass`` (probs: valid mass in [0, 1]) and
-        ``judge.<aspect>.raw``; and a :class:`JudgeSummary`. Aspect names shared by two rubrics
+        ``judge.<aspect>.raw``; and a [`JudgeSummary`][csem.judge.runner.JudgeSummary]. Aspect names shared by two rubrics
         become ``judge.<aspect>@<rubric id>``.
 
     Raises:

@@ -4,10 +4,10 @@
   integer scores ``s`` of the scale, from one forward pass; ``mass = sum_s p(s)`` in [0, 1] is the
   probability that fell on valid scores. Below ``min_mass`` the judgment is missing.
 * ``sample`` (G-Eval's GPT-4 procedure, Sec. 2.3): ``n`` answers at ``temperature``; the score is
-  the mean of the answers that parse (:func:`csem.judge.parse.parse_score`); missing if none does.
+  the mean of the answers that parse ([`csem.judge.parse.parse_score`][]); missing if none does.
 * ``parse``: one greedy answer (temperature 0), parsed.
 
-Every function returns a :class:`Judgment`; an unparseable answer is missing with its raw text,
+Every function returns a [`Judgment`][csem.judge.scoring.Judgment]; an unparseable answer is missing with its raw text,
 never 0 and never NaN.
 """
 

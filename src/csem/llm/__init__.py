@@ -2,21 +2,21 @@
 
 Layers (dependencies point down; ``judge`` and ``collect`` use only this package's public names):
 
-* :mod:`csem.llm.config`: :class:`GenerateConfig` (inspect_ai-style: n, max_tokens, temperature,
+* `csem.llm.config`: [`GenerateConfig`][csem.llm.GenerateConfig] (inspect_ai-style: n, max_tokens, temperature,
   top_k, top_p, seed, stop, logprobs/top_logprobs, beam search), shared by judge and collect.
-* :mod:`csem.llm.api`: :class:`ModelAPI`, what a provider implements (``score_distribution``,
+* `csem.llm.api`: [`ModelAPI`][csem.llm.ModelAPI], what a provider implements (``score_distribution``,
   ``generate``, one request each), its result types and errors.
-* :mod:`csem.llm.model`: :class:`Model`, the one wrapper every provider is used through: retries
+* `csem.llm.model`: [`Model`][csem.llm.Model], the one wrapper every provider is used through: retries
   (tenacity), deadline, concurrency (semaphore), abort after repeated failures, logprobs fallback,
   API-key redaction.
-* :mod:`csem.llm.registry`: backends by URI (``local``, ``llama-cpp:PATH``, ``openai:MODEL``,
+* `csem.llm.registry`: backends by URI (``local``, ``llama-cpp:PATH``, ``openai:MODEL``,
   ``hf:MODEL``, plug-ins), from the ``csem.llm_backends`` entry-point group.
-* :mod:`csem.llm.providers`: the built-in providers; :mod:`csem.llm.server`: a llama.cpp
+* `csem.llm.providers`: the built-in providers; `csem.llm.server`: a llama.cpp
   OpenAI-compatible server on loopback.
 
 >>> from csem.llm import GenerateConfig, get_model, run_sync
->>> model = get_model("llama-cpp:smollm2")                                   # doctest: +SKIP
->>> run_sync(model.generate(messages, GenerateConfig(n=2, temperature=1.0, seed=0)))  # doctest: +SKIP
+>>> model = get_model("llama-cpp:smollm2")
+>>> run_sync(model.generate(messages, GenerateConfig(n=2, temperature=1.0, seed=0)))
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""What a provider implements (:class:`ModelAPI`), its result types and its errors.
+"""What a provider implements ([`ModelAPI`][csem.llm.api.ModelAPI]), its result types and its errors.
 
 A provider holds only provider code: how to turn chat messages into a score distribution or into
-answers with one request, and how to map its failures to :class:`BackendError` (``transient`` when a
+answers with one request, and how to map its failures to [`BackendError`][csem.llm.api.BackendError] (``transient`` when a
 later retry may succeed). Everything around a request (retries with backoff, the deadline, the
 concurrency limit, giving up after repeated failures, remembering that logprobs are unsupported, API
-key redaction) is done once for all providers by :class:`csem.llm.model.Model` (inspect_ai's
+key redaction) is done once for all providers by [`csem.llm.model.Model`][] (inspect_ai's
 ``ModelAPI`` / ``Model`` split).
 """
 
@@ -110,7 +110,7 @@ class ModelAPI(Protocol):
             then served in submission order, which keeps a source's prefix cached); None = no limit.
         default_concurrency: requests in flight when the user sets none.
         features: optional capabilities: ``"beam_search"``, ``"logprobs"`` (token logprobs in
-            :meth:`generate`), ``"response_format"`` (answers constrained to a JSON schema, JSON mode).
+            [`generate`][csem.llm.api.ModelAPI.generate]), ``"response_format"`` (answers constrained to a JSON schema, JSON mode).
             Optional attribute; absent means none.
         secrets: strings the wrapper removes from every error message (API keys). Optional.
     """

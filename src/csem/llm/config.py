@@ -1,11 +1,11 @@
 """One generation config for every LLM call in csem (judge sampling, candidate collection).
 
 Modelled on inspect_ai's ``GenerateConfig``: every field is optional, ``None`` meaning "not set
-here", so configs compose with :meth:`GenerateConfig.merge` (a stage's defaults, then the run's
-settings, then one generator's own). :meth:`GenerateConfig.resolved` fills what is still unset from
-:data:`DEFAULTS` before a provider sees it; a provider that cannot honour a field that is set
+here", so configs compose with [`GenerateConfig.merge`][csem.llm.config.GenerateConfig.merge] (a stage's defaults, then the run's
+settings, then one generator's own). [`GenerateConfig.resolved`][csem.llm.config.GenerateConfig.resolved] fills what is still unset from
+`DEFAULTS` before a provider sees it; a provider that cannot honour a field that is set
 (beam search on a sampling server, token logprobs on an in-process model) makes the wrapper raise
-``ValueError`` before any request (:meth:`csem.llm.model.Model.check`).
+``ValueError`` before any request ([`csem.llm.model.Model.check`][]).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class GenerateConfig(BaseModel):
         return GenerateConfig(**data)
 
     def resolved(self) -> "GenerateConfig":
-        """:data:`DEFAULTS` merged with this config: what a provider receives (no ``None`` among the
+        """`DEFAULTS` merged with this config: what a provider receives (no ``None`` among the
         sampling fields; ``seed`` may stay None = random)."""
         return DEFAULTS.merge(self)
 

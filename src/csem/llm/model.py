@@ -1,4 +1,4 @@
-"""The wrapper every provider is used through: :class:`Model` (inspect_ai's ``Model`` over ``ModelAPI``).
+"""The wrapper every provider is used through: [`Model`][csem.llm.model.Model] (inspect_ai's ``Model`` over ``ModelAPI``).
 
 It owns, once for all providers, what used to be spread over the OpenAI backend and the judge runner:
 
@@ -14,9 +14,9 @@ It owns, once for all providers, what used to be spread over the OpenAI backend 
 * **deadline**: ``deadline`` seconds for everything from the first request on; afterwards every call
   fails at once as transient (``deadline of D s exceeded``);
 * **abort**: after ``max_consecutive_failures`` transient failures in a row (retries spent) the
-  backend is given up: later calls raise :class:`BackendUnavailable` without a request;
-* **fallback**: once the provider said it has no token probabilities, :meth:`score_distribution`
-  raises :class:`LogprobsUnsupported` at once (the judge then scores by ``parse`` or ``sample``); a
+  backend is given up: later calls raise [`BackendUnavailable`][csem.llm.BackendUnavailable] without a request;
+* **fallback**: once the provider said it has no token probabilities, [`score_distribution`][csem.llm.model.Model.score_distribution]
+  raises [`LogprobsUnsupported`][csem.llm.LogprobsUnsupported] at once (the judge then scores by ``parse`` or ``sample``); a
   provider that returns fewer than ``n`` answers (a server without ``n > 1``) is asked again for the
   rest, one at a time, with the seeds continued;
 * **redaction**: every error message leaves through the one redaction rule
@@ -38,7 +38,7 @@ from csem.llm.redact import redact_text
 
 T = TypeVar("T")
 
-#: keyword options of :func:`csem.llm.get_model` that configure the wrapper (the rest go to the provider)
+#: keyword options of [`csem.llm.get_model`][] that configure the wrapper (the rest go to the provider)
 WRAPPER_OPTIONS = {"concurrency": int, "max_retries": int, "backoff": float, "backoff_max": float,
                    "deadline": float, "max_consecutive_failures": int, "retry_after_max": float}
 
@@ -53,7 +53,7 @@ def _retryable(exc: BaseException) -> bool:
 
 
 class Model:
-    """A provider (:class:`csem.llm.api.ModelAPI`) with the request policy of the module docstring.
+    """A provider ([`csem.llm.api.ModelAPI`][]) with the request policy of the module docstring.
 
     Args:
         api: the provider.
@@ -67,7 +67,7 @@ class Model:
 
     Attributes:
         id: the provider's id (part of every cache key). concurrency: the effective limit.
-        logprobs_supported: None until known, then whether :meth:`score_distribution` works.
+        logprobs_supported: None until known, then whether [`score_distribution`][csem.llm.model.Model.score_distribution] works.
         stats: ``requests`` sent, ``retries``, ``failures`` (after retries).
     """
 
@@ -220,7 +220,7 @@ class Model:
 
     # ------------------------------------------------------------------ the protocol, with the policy
     async def score_distribution(self, messages: Messages, scores: Sequence[int]) -> ScoreDistribution:
-        """p(score) for each of ``scores`` (see :meth:`csem.llm.api.ModelAPI.score_distribution`).
+        """p(score) for each of ``scores`` (see [`csem.llm.api.ModelAPI.score_distribution`][]).
 
         Raises:
             LogprobsUnsupported: the provider has no token probabilities (remembered).
@@ -233,10 +233,10 @@ class Model:
         return dist
 
     async def generate(self, messages: Messages, config: GenerateConfig | None = None) -> list[GenerationResult]:
-        """``config.n`` answers to ``messages`` (``config`` resolved against :data:`csem.llm.config.DEFAULTS`).
+        """``config.n`` answers to ``messages`` (``config`` resolved against `csem.llm.config.DEFAULTS`).
 
         Raises:
-            ValueError: the provider cannot honour ``config`` (:meth:`check`).
+            ValueError: the provider cannot honour ``config`` ([`check`][csem.llm.model.Model.check]).
             BackendUnavailable: given up after repeated failures. BackendError: a call failed.
         """
         cfg = (config or GenerateConfig()).resolved()

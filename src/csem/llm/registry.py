@@ -8,7 +8,7 @@ in ``pyproject.toml``::
     [project.entry-points."csem.llm_backends"]
     openai = "csem.llm.providers.openai:openai_backend"
 
-so a third-party package adds a scheme the same way (or, at run time, with :func:`register_backend`).
+so a third-party package adds a scheme the same way (or, at run time, with [`register_backend`][csem.llm.registry.register_backend]).
 Entry points are loaded on first use of their scheme only.
 """
 
@@ -102,7 +102,7 @@ def _coerce(name: str, value: Any, annotation: str, uri: str) -> Any:
 
 def get_api(uri: str, **options: Any) -> ModelAPI:
     """The provider for ``uri``; ``options`` go to its factory, checked against the options the
-    provider takes (:func:`provider_options`) and converted from strings to their types.
+    provider takes (`provider_options`) and converted from strings to their types.
 
     Raises:
         ValueError: unknown scheme (the message lists the known ones); an option the provider does not
@@ -121,12 +121,12 @@ def get_api(uri: str, **options: Any) -> ModelAPI:
 
 
 def get_model(uri: "str | ModelAPI | Model", **options: Any) -> Model:
-    """A :class:`Model` for a backend URI, a provider, or a model (returned as is without options,
+    """A [`Model`][csem.llm.Model] for a backend URI, a provider, or a model (returned as is without options,
     else a new wrapper with the options changed).
 
     Args:
         uri: ``local`` | ``llama-cpp:PATH_OR_ALIAS`` | ``openai:MODEL`` | ``hf:MODEL`` | a plug-in
-            scheme; or a :class:`ModelAPI` (wrapped) or a :class:`Model`.
+            scheme; or a [`ModelAPI`][csem.llm.ModelAPI] (wrapped) or a [`Model`][csem.llm.Model].
         options: wrapper options (``concurrency``, ``max_retries``, ``backoff``, ``backoff_max``,
             ``deadline``, ``max_consecutive_failures``; strings from the command line are converted)
             and provider options (e.g. ``n_ctx`` for llama-cpp, ``base_url`` for openai).

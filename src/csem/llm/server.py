@@ -3,7 +3,7 @@
 A real OpenAI-API peer for the ``openai:`` backend without network access: the tests use it, and so
 does ``benchmarks/bench_collect_concurrency.py``. Needs ``pip install 'llama-cpp-python[server]'``.
 
->>> with LlamaServer(csem.assets.smollm2_gguf()) as srv:              # doctest: +SKIP
+>>> with LlamaServer(csem.assets.smollm2_gguf()) as srv:
 ...     model = csem.llm.get_model("openai:smollm2", base_url=srv.url)
 """
 
@@ -60,7 +60,7 @@ class LlamaServer:
     def extra_bufts(self) -> bool:
         """Whether the server may load the model with llama.cpp's extra buffer types: the same cached
         child-process probe as the in-process backend
-        (:func:`csem.llm.providers.llama_cpp_kernels.extra_bufts_usable`), which says no on CPUs where a
+        (`csem.llm.providers.llama_cpp_kernels.extra_bufts_usable`), which says no on CPUs where a
         batched decode crashes in them (Intel AMX)."""
         from csem.llm.providers.llama_cpp import _file_sha256
         from csem.llm.providers.llama_cpp_kernels import extra_bufts_usable

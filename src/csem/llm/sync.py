@@ -45,7 +45,7 @@ async def close_with_loop(aclose: Callable[[], Awaitable[Any]]) -> Any:
     For resources bound to one event loop (an ``httpx.AsyncClient`` and so the OpenAI SDK's async
     clients): closed in their own loop, they never reach a later loop's garbage collection, where
     closing them fails with "Event loop is closed". It uses the loop's async-generator hooks:
-    ``asyncio.run`` (and so :func:`run_sync`) calls ``loop.shutdown_asyncgens()`` before closing the
+    ``asyncio.run`` (and so [`run_sync`][csem.llm.sync.run_sync]) calls ``loop.shutdown_asyncgens()`` before closing the
     loop, which finalises the generator returned here and so awaits ``aclose()``.
 
     Returns:

@@ -1,12 +1,12 @@
 """Meta-evaluation: how well metric/judge scores agree with human judgments.
 
-* :func:`evaluate` -> long DataFrame (metric, aspect, level, method, value, CI, counts);
-  :func:`correlation_table` -> the G-Eval / CSEM paper table (rows = metrics, columns = aspect x method).
-* :mod:`csem.meta.correlation` is the one evaluator (correlation functions, the level logic once):
-  :func:`correlate` (one correlation at one level), :func:`correlations` (several levels and
-  methods at once), :func:`column_correlations` (two columns of records); :func:`bootstrap_ci` (CI over documents),
-  :func:`paired_test` (does A beat B: paired bootstrap or permutation over documents),
-  :func:`compare` (paired tests of two rows of an :func:`evaluate` table, per aspect and level).
+* [`evaluate`][csem.api.evaluate] -> long DataFrame (metric, aspect, level, method, value, CI, counts);
+  [`correlation_table`][csem.meta.correlation_table] -> the G-Eval / CSEM paper table (rows = metrics, columns = aspect x method).
+* `csem.meta.correlation` is the one evaluator (correlation functions, the level logic once):
+  [`correlate`][csem.meta.correlate] (one correlation at one level), [`correlations`][csem.meta.correlations] (several levels and
+  methods at once), [`column_correlations`][csem.meta.column_correlations] (two columns of records); [`bootstrap_ci`][csem.meta.bootstrap_ci] (CI over documents),
+  [`paired_test`][csem.meta.paired_test] (does A beat B: paired bootstrap or permutation over documents),
+  [`compare`][csem.meta.compare] (paired tests of two rows of an [`evaluate`][csem.api.evaluate] table, per aspect and level).
 * Kendall's tau is **tau-b** (scipy's and G-Eval's) unless ``kendall_c`` is asked for.
 """
 

@@ -80,7 +80,7 @@ def bootstrap_ci(
         n: number of resamples; seed: RNG seed (same seed, same interval); confidence in (0, 1).
 
     Returns:
-        :class:`BootstrapCI` (NaN bounds when no resample gives a defined value).
+        [`BootstrapCI`][csem.meta.bootstrap.BootstrapCI] (NaN bounds when no resample gives a defined value).
 
     Raises:
         ValueError: confidence outside (0, 1), unknown level/method, lengths differ, or
@@ -96,7 +96,7 @@ def bootstrap_ci(
 
 def ci_from_table(table: ScoreTable, level: str, method: str, *, n: int, seed: int | None,
                   confidence: float = 0.95, counts: np.ndarray | None = None) -> BootstrapCI:
-    """:func:`bootstrap_ci` on a prepared :class:`ScoreTable` (optionally with shared ``counts``)."""
+    """[`bootstrap_ci`][csem.meta.bootstrap.bootstrap_ci] on a prepared `ScoreTable` (optionally with shared ``counts``)."""
     if counts is None:
         counts = resample_counts(table.n_docs, n, seed)
     samples = bootstrap_samples(table, level, method, counts)

@@ -1,13 +1,13 @@
 """The one evaluator: correlation functions, and the level logic written once around any of them.
 
 Modelled on mt-metrics-eval's ``stats.py`` (Freitag et al.): each correlation is a small pure
-function of two score arrays; the levels are one function (:func:`level_value`) that takes any
-such function. Everything that correlates scores in csem goes through here: :func:`correlate`
-(one level, one method), :func:`correlations` (several at once), :func:`csem.meta.evaluate`
+function of two score arrays; the levels are one function (`level_value`) that takes any
+such function. Everything that correlates scores in csem goes through here: [`correlate`][csem.meta.correlation.correlate]
+(one level, one method), [`correlations`][csem.meta.correlation.correlations] (several at once), `csem.meta.evaluate`
 (score columns of records, with bootstrap CIs), the pipeline's agreement table, the student's dev
 correlations and the benchmarks.
 
-**Correlation functions** (:data:`CORRELATIONS`; statistics from :mod:`scipy.stats`), each
+**Correlation functions** (`CORRELATIONS`; statistics from `scipy.stats`), each
 ``f(x, y) -> float`` in [-1, 1] over the pairs where both sides are present; NaN when fewer than
 2 pairs remain or a side is constant:
 
@@ -16,7 +16,7 @@ correlations and the benchmarks.
 * ``kendall_c``: Stuart's tau-c (``scipy.stats.kendalltau(variant="c")``), what mt-metrics-eval
   offers for unequal scales.
 
-**Levels** (:data:`LEVELS`; Louis & Nenkova 2013; G-Eval Sec. 3; CSEM paper Sec. V-B):
+**Levels** ([`LEVELS`][csem.meta.correlation.LEVELS]; Louis & Nenkova 2013; G-Eval Sec. 3; CSEM paper Sec. V-B):
 
 * ``summary``: correlate within each group (a source document, dialogue context or source
   segment), then average over groups. Groups where a side is constant or with fewer than 2
@@ -27,7 +27,7 @@ correlations and the benchmarks.
 * ``dataset``: correlate all complete pairs pooled (mt-metrics-eval's ``average_by="none"``).
 
 Missing values (``None``/NaN) are excluded pairwise and counted, never replaced by 0. Every level
-accepts a weight per group (document), which is how the bootstrap (:mod:`csem.meta.bootstrap`)
+accepts a weight per group (document), which is how the bootstrap (`csem.meta.bootstrap`)
 resamples documents without copying data.
 """
 
@@ -112,7 +112,7 @@ Method = Union[str, CorrelationFn]
 
 
 def correlation_function(method: Method) -> tuple[str, CorrelationFn]:
-    """``(name, function)`` for a key of :data:`CORRELATIONS` or any ``f(x, y) -> float``.
+    """``(name, function)`` for a key of `CORRELATIONS` or any ``f(x, y) -> float``.
 
     Raises:
         ValueError: unknown method name.
@@ -217,10 +217,10 @@ def level_value(table: ScoreTable, level: str, method: Method, weights: np.ndarr
     """Correlation at ``level`` with document ``d`` counted ``weights[d]`` times (default 1).
 
     Args:
-        table: the aligned scores. level: a name of :data:`LEVELS` (or an alias).
-        method: a key of :data:`CORRELATIONS` or any ``f(x, y) -> float``.
+        table: the aligned scores. level: a name of [`LEVELS`][csem.meta.correlation.LEVELS] (or an alias).
+        method: a key of `CORRELATIONS` or any ``f(x, y) -> float``.
         weights: shape (D,), non-negative; integer counts at dataset level (bootstrap resamples).
-        per_doc: precomputed :func:`per_document` values (summary level; saves time in loops).
+        per_doc: precomputed `per_document` values (summary level; saves time in loops).
 
     Returns:
         The correlation, NaN when undefined (no scorable document, constant side).
@@ -251,7 +251,7 @@ class LevelCorrelation:
 
     Attributes:
         value: the correlation (NaN when no group could be scored).
-        level: ``summary`` | ``system`` | ``dataset``; method: key of :data:`CORRELATIONS`.
+        level: ``summary`` | ``system`` | ``dataset``; method: key of `CORRELATIONS`.
         n_groups: groups that entered the average (summary level), systems (system level) or 1.
         n_skipped: groups skipped because a side was constant or had < 2 complete pairs.
         n_pairs: complete (metric, human) pairs used; n_missing: pairs dropped for a missing side.
@@ -305,12 +305,12 @@ def correlate(
     Args:
         metric, human: scores of the same N items, aligned by position (None/NaN = missing).
         level: ``summary`` (needs ``groups``: the document/context id of each item),
-            ``system`` (needs ``systems``) or ``dataset``; aliases in :data:`LEVEL_ALIASES`.
+            ``system`` (needs ``systems``) or ``dataset``; aliases in `LEVEL_ALIASES`.
         method: ``spearman`` | ``kendall`` (tau-b) | ``kendall_c`` | ``pearson``, or any
             ``f(x, y) -> float`` over complete float arrays.
 
     Returns:
-        :class:`LevelCorrelation`.
+        [`LevelCorrelation`][csem.meta.correlation.LevelCorrelation].
 
     Raises:
         ValueError: unknown level or method, lengths differ, or the grouping key is missing.
@@ -330,13 +330,13 @@ def correlations(
 ) -> dict[tuple[str, str], LevelCorrelation]:
     """Every (level, method) correlation of ``metric`` with ``human`` at once (scores aligned once).
 
-    Args: as :func:`correlate`, with lists of levels and methods.
+    Args: as [`correlate`][csem.meta.correlation.correlate], with lists of levels and methods.
 
     Returns:
         ``{(level, method name): LevelCorrelation}`` in the order of ``levels`` x ``methods``.
 
     Raises:
-        ValueError: as :func:`correlate`.
+        ValueError: as [`correlate`][csem.meta.correlation.correlate].
     """
     levels = [level_name(lv) for lv in levels]
     fns = [correlation_function(m) for m in methods]
@@ -358,13 +358,13 @@ def column_correlations(
     group_key: str = "doc_id",
     system_key: str = "system_id",
 ) -> dict[tuple[str, str], LevelCorrelation]:
-    """:func:`correlations` of two columns of csem records (missing or None values count as missing).
+    """[`correlations`][csem.meta.correlation.correlations] of two columns of csem records (missing or None values count as missing).
 
     Groups come from ``group_key`` (``doc_id``), systems from ``system_key`` (``system_id``);
     a record without them is its own group / system.
 
     Raises:
-        ValueError: as :func:`correlate` (e.g. ``summary`` level when no record has a group id).
+        ValueError: as [`correlate`][csem.meta.correlation.correlate] (e.g. ``summary`` level when no record has a group id).
     """
     m = [r.get(metric_col) for r in records]
     h = [r.get(human_col) for r in records]

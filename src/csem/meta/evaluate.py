@@ -1,8 +1,8 @@
 """Meta-evaluation of score columns against human columns: the long table and the papers' pivot.
 
-:func:`evaluate` correlates every metric column (``metric.<name>``, ``judge.<aspect>``) with
+[`evaluate`][csem.api.evaluate] correlates every metric column (``metric.<name>``, ``judge.<aspect>``) with
 every human column (``human.<aspect>``) at the requested levels and methods, with bootstrap CIs
-over documents; :func:`correlation_table` turns the long table into the table G-Eval (Table 1) and
+over documents; [`correlation_table`][csem.meta.evaluate.correlation_table] turns the long table into the table G-Eval (Table 1) and
 the CSEM paper (Table V) print: rows = metrics, columns = aspect x method, plus an average.
 """
 
@@ -25,7 +25,7 @@ COLUMNS = ("metric", "column", "aspect", "level", "method", "value", "ci_low", "
 
 
 def aspect_of(column: str) -> str:
-    """``human.coherence`` -> ``coherence`` (the grammar of :mod:`csem.data.columns`; a name outside
+    """``human.coherence`` -> ``coherence`` (the grammar of [`csem.data.columns`][]; a name outside
     it is its own aspect)."""
     return _aspect(column) or column
 
@@ -87,7 +87,7 @@ def evaluate(
 
     Returns:
         Long DataFrame, one row per (metric column, human aspect, level, method), columns
-        :data:`COLUMNS`: ``metric`` (row label, see :func:`metric_label`), ``column``,
+        `COLUMNS`: ``metric`` (row label, see `metric_label`), ``column``,
         ``aspect``, ``level``, ``method``, ``value`` (correlation in [-1, 1], NaN if undefined),
         ``ci_low``/``ci_high`` (percentile bootstrap over documents; NaN without bootstrap),
         ``n_groups`` (documents averaged / systems / 1), ``n_skipped`` (documents skipped for a
@@ -143,8 +143,8 @@ def correlation_table(df: pd.DataFrame, level: str = "summary", *, methods: Sequ
     (aspect, method) plus ("average", method) = mean over the aspects (NaN-skipping).
 
     Args:
-        df: output of :func:`evaluate`. level: which level to show.
-        methods: column order of methods (default: those in ``df``, in the order of :data:`METHODS`).
+        df: output of [`evaluate`][csem.api.evaluate]. level: which level to show.
+        methods: column order of methods (default: those in ``df``, in the order of [`METHODS`][csem.meta.METHODS]).
         value: ``value``, ``ci_low`` or ``ci_high``. average: add the average column.
 
     Raises:

@@ -18,7 +18,7 @@ def load_data(spec: str | Path, *, path: str | Path | None = None, **options) ->
 
     Args:
         spec: a JSONL/CSV/TSV/Parquet file of csem records, or a dataset name of
-            :func:`csem.data.datasets.load_dataset` (``summeval``, ``topical_chat``, ``newsroom``,
+            [`csem.data.datasets.load_dataset`][] (``summeval``, ``topical_chat``, ``newsroom``,
             ``realsumm``, ``qags``, ``wmt21-mqm``, ``wmt23-da``, ...).
         path: local copy of the named dataset (default: under ``default_data_dir()``).
         options: keyword arguments of the named dataset's loader (e.g. ``judge``, ``method``).

@@ -1,8 +1,8 @@
 """The level statistics for many document-weight vectors at once: the vectorised bootstrap path.
 
-:func:`batch_level_values` equals :func:`csem.meta.correlation.level_value` row by row (tested);
+`batch_level_values` equals `csem.meta.correlation.level_value` row by row (tested);
 it exists only for speed (1000 resamples x many metrics). The level logic itself, the score
-table and the correlation functions live in :mod:`csem.meta.correlation`.
+table and the correlation functions live in `csem.meta.correlation`.
 """
 
 from __future__ import annotations
@@ -67,10 +67,10 @@ def _row_kendall_b(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def batch_level_values(table: ScoreTable, level: str, method: str, weights: np.ndarray) -> np.ndarray:
-    """:func:`level_value` for each row of ``weights`` (R, D) at once, shape (R,).
+    """`level_value` for each row of ``weights`` (R, D) at once, shape (R,).
 
     Vectorised for Pearson and Spearman at system and dataset level and for Kendall tau-b at
-    system level; other cases loop over :func:`level_value`.
+    system level; other cases loop over `level_value`.
     """
     level = level_name(level)
     weights = np.asarray(weights, dtype=float)

@@ -1,6 +1,6 @@
 """Paired significance test: does metric A correlate better with humans than metric B on the same data?
 
-Two tests over documents (the unit of resampling, as in :mod:`csem.meta.bootstrap`):
+Two tests over documents (the unit of resampling, as in `csem.meta.bootstrap`):
 
 * ``bootstrap`` — paired bootstrap (Koehn 2004, "Statistical Significance Tests for Machine
   Translation Evaluation"; Deutsch et al. 2021 BOOT-INPUTS): resample documents, recompute
@@ -82,12 +82,12 @@ def paired_test(
     Args:
         records: csem records. metric_a, metric_b, human: column names (``metric.rouge1``,
             ``judge.coherence``, ``human.coherence``).
-        level, method: as in :func:`csem.meta.correlation.correlate`.
+        level, method: as in [`csem.meta.correlation.correlate`][].
         test: ``bootstrap`` (paired bootstrap) or ``permutation`` (paired permutation).
         n: resamples / permutations; seed: RNG seed.
 
     Returns:
-        :class:`PairedTestResult` with ``delta`` and the one-sided ``p_value``.
+        [`PairedTestResult`][csem.meta.significance.PairedTestResult] with ``delta`` and the one-sided ``p_value``.
 
     Raises:
         KeyError: a column is absent from every record. ValueError: unknown test/level/method.
@@ -157,13 +157,13 @@ def compare(
     n: int = 1000,
     seed: int | None = 0,
 ) -> pd.DataFrame:
-    """Paired tests of two rows of an :func:`csem.meta.evaluate` table, for every aspect they share.
+    """Paired tests of two rows of an `csem.meta.evaluate` table, for every aspect they share.
 
     Args:
         records: the records ``table`` was computed on.
-        table: long table of :func:`csem.meta.evaluate` (maps row labels and aspects to columns).
+        table: long table of `csem.meta.evaluate` (maps row labels and aspects to columns).
         metric_a, metric_b: row labels (``rouge1``, ``judge``) or score columns.
-        levels: default: the levels in ``table``. method, test, n, seed: see :func:`paired_test`.
+        levels: default: the levels in ``table``. method, test, n, seed: see [`paired_test`][csem.meta.significance.paired_test].
 
     Returns:
         DataFrame with one row per (aspect, level): ``aspect``, ``level``, ``method``, ``test``,

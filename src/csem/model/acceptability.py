@@ -7,17 +7,17 @@ field's remedy for missing negatives is to make them by rule and learn from them
 al. 2022: a boolean "is this a coherent summary?" classifier trained on rule-made negatives). The gate
 does that beside the regressor, so it cannot disturb what the regressor learned from the teacher:
 
-* **examples** (:func:`gate_examples`, no LLM call): *accepted* = the training records' candidates and
+* **examples** ([`gate_examples`][csem.model.acceptability.gate_examples], no LLM call): *accepted* = the training records' candidates and
   each source's first reference; *rejected* = degenerate texts made from them by
-  :mod:`csem.data.contrasts` (the first 1-3 words, the most frequent word x 100, the text cut
+  [`csem.data.contrasts`][] (the first 1-3 words, the most frequent word x 100, the text cut
   mid-sentence, its words shuffled, a candidate written for another source; for a ``relevance``
   aspect also the whole source copied, which is fluent and consistent but no summary);
-* **classifier** (:class:`AcceptabilityGate`): per aspect, a one-hidden-layer MLP (32 tanh units) over
-  the pair's standardised lexical features (:func:`csem.model.features.lexical_features`: extractive
-  fragments and surface form; no encoder pass) except :data:`EXCLUDED_FEATURES` (where and in which
+* **classifier** ([`AcceptabilityGate`][csem.model.acceptability.AcceptabilityGate]): per aspect, a one-hidden-layer MLP (32 tanh units) over
+  the pair's standardised lexical features (`csem.model.features.lexical_features`: extractive
+  fragments and surface form; no encoder pass) except `EXCLUDED_FEATURES` (where and in which
   order the candidate's material sits in the source, a pronoun first: coherence, which the heads judge,
   not acceptability), giving ``p_a = P(accepted)``; fitted
-  full batch by L-BFGS on class-balanced binary cross-entropy with an L2 penalty (:func:`fit_gate`);
+  full batch by L-BFGS on class-balanced binary cross-entropy with an L2 penalty ([`fit_gate`][csem.model.acceptability.fit_gate]);
 * **gate**: ``g_a = min(1, p_a / theta_a)``, where ``theta_a`` is the lower of the ``quantile``
   (default 1 %) of ``p_a`` over the accepted training texts and the ``rejected_quantile`` (default 99 %)
   of ``p_a`` over the rejected ones: a real text is lowered only where it looks less acceptable than
@@ -25,7 +25,7 @@ does that beside the regressor, so it cannot disturb what the regressor learned 
   experts rate above their median off the floor: 0.5 % of the held-out ones for coherence, where the
   5 % quantile of the accepted texts alone floored 1.4 %; ``research/acceptability_gate``); the normalised head output ``s`` (0 = the scale's minimum,
   1 = its maximum) becomes ``min(s, g * s + (1 - g) * REJECT)`` with ``REJECT = -4`` (four scale widths
-  below the minimum, still told apart after :func:`csem.model.module.bounded` maps it into the scale).
+  below the minimum, still told apart after `csem.model.module.bounded` maps it into the scale).
   A text the gate accepts (``g = 1``) keeps its score exactly; a rejected one falls below the real
   candidates the regressor put at the bottom of the scale.
 
@@ -62,12 +62,12 @@ class AcceptabilityGate(nn.Module):
     """Per-aspect acceptability classifiers over a pair's lexical features (see the module docstring).
 
     Args:
-        n_features: width of the lexical feature vector (:func:`csem.model.features.overlap_size` of the
+        n_features: width of the lexical feature vector (`csem.model.features.overlap_size` of the
             mode with ``feature_set="lexical"``).
         aspects: the model's aspect names, in head order.
 
     Buffers (saved with the model): ``mean``/``std`` ``[F]`` (standardisation, from the accepted
-    training texts), ``threshold`` ``[A]`` (``theta_a``), ``fitted`` (0 until :func:`fit_gate` ran: an
+    training texts), ``threshold`` ``[A]`` (``theta_a``), ``fitted`` (0 until [`fit_gate`][csem.model.acceptability.fit_gate] ran: an
     unfitted gate passes every score through).
     """
 
@@ -187,7 +187,7 @@ def gate_size(mode: str) -> int:
 
 
 def gate_mask(n_features: int) -> Tensor:
-    """``[n_features]``: 0 at the :data:`EXCLUDED_FEATURES` of the ``lexical`` set (0-2 context blocks of
+    """``[n_features]``: 0 at the `EXCLUDED_FEATURES` of the ``lexical`` set (0-2 context blocks of
     ``CONTEXT_FEATURES``, then ``CANDIDATE_FEATURES``), 1 elsewhere.
 
     Raises:
@@ -259,7 +259,7 @@ def gate_examples(records: Sequence[Mapping[str, Any]], aspects: Sequence[str], 
 
 def fit_gate(gate: AcceptabilityGate, records: Sequence[Mapping[str, Any]], mode: str, *, seed: int = 0,
              quantile: float = 0.01, rejected_quantile: float = 0.99, l2: float = 1e-3, max_iter: int = 500) -> dict:
-    """Fit ``gate`` on texts made from ``records`` (:func:`gate_examples`); returns what the metric card
+    """Fit ``gate`` on texts made from ``records`` ([`gate_examples`][csem.model.acceptability.gate_examples]); returns what the metric card
     records: texts per class, ``threshold`` and training accuracy per aspect, the features it does not read
     (``excluded_features``), seconds.
 

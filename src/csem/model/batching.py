@@ -1,12 +1,12 @@
 """Batches that encode each distinct text once, for training and scoring alike.
 
-A :class:`Batch` holds the *distinct* texts (sources, candidates, references) of a list of records,
+A `Batch` holds the *distinct* texts (sources, candidates, references) of a list of records,
 tokenised, sorted by token length (then by text, so the order of the records never matters) and
 cut into length-bucketed chunks; every (candidate, source, reference) pair points into that pool
 by index. A source shared by twelve candidates is therefore embedded once, and short candidates
 are never padded to the length of a 512-token article.
 
-:class:`GroupedBatchSampler` builds training batches from whole source groups (all candidates of
+`GroupedBatchSampler` builds training batches from whole source groups (all candidates of
 one source together, up to ``batch_size`` samples) so that the sharing pays off in training too.
 """
 
@@ -43,7 +43,7 @@ class Batch:
         overlap: ``[P, F]`` lexical overlap features per pair (``ModelConfig.overlap_features``)
             or None.
         gate: ``[P, G]`` the ``lexical`` features of each pair for the acceptability gate
-            (:mod:`csem.model.acceptability`), or None.
+            ([`csem.model.acceptability`][]), or None.
     """
 
     texts: list[str]
@@ -68,10 +68,10 @@ class Batch:
 
 
 class BatchBuilder:
-    """Turn a list of records into a :class:`Batch` (a ``collate_fn`` for ``DataLoader``).
+    """Turn a list of records into a `Batch` (a ``collate_fn`` for ``DataLoader``).
 
     Args:
-        encoder: a :class:`csem.model.encoder.Encoder` (for ``tokenize``/``pad``).
+        encoder: a `csem.model.encoder.Encoder` (for ``tokenize``/``pad``).
         mode: feature mode (decides which texts are needed).
         max_length: tokens kept per text.
         label_specs: the aspects (``column``, ``min``, ``max``); None when only scoring.
@@ -79,7 +79,7 @@ class BatchBuilder:
             texts (the naive scorer, kept for benchmarks and tests).
         chunk_size: most sequences per encoder call; max_chunk_tokens: most padded tokens per call.
         overlap: also compute the lexical features of each pair: a feature-set name
-            (``overlap`` | ``lexical``, :func:`csem.model.features.pair_features`; True means
+            (``overlap`` | ``lexical``, `csem.model.features.pair_features`; True means
             ``overlap``), or False for none. Features are computed once per distinct pair.
         gate: also compute each pair's ``lexical`` features for the acceptability gate
             (``Batch.gate``).

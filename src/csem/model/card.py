@@ -37,7 +37,7 @@ def data_hash(records: Sequence[Mapping[str, Any]], label_cols: Sequence[str]) -
 def settings_hash(model: Any, aspects: Sequence[str] | None = None, *, precision: str = "auto") -> str:
     """What produced a set of scores, in one line (after bert_score's reproducibility hash, Zhang et
     al. 2020, ``bert_score.utils.get_hash``): the metric's name and aspects, its mode, the sha256
-    prefix of its weights and config (:func:`csem.model.scoring.model_fingerprint`), the precision
+    prefix of its weights and config (`csem.model.scoring.model_fingerprint`), the precision
     it ran at, and the csem, torch and transformers versions, e.g.
     ``csem(coherence)_ref-free_model=3f2a9c1b7d4e_fp32_version=0.1.0(torch=2.13.0,transformers=5.0.0)``.
 
@@ -45,7 +45,7 @@ def settings_hash(model: Any, aspects: Sequence[str] | None = None, *, precision
     hardware's floating-point kernels (see the reproducibility guide).
 
     Args:
-        model: a loaded :class:`csem.model.EvaluationModel`.
+        model: a loaded [`csem.model.EvaluationModel`][].
         aspects: the aspects scored (default: every output aspect). precision: as given to scoring;
             ``auto`` is resolved for the model's device.
     """
@@ -134,7 +134,7 @@ def build_card(
 
 
 def render_markdown(card: Mapping[str, Any]) -> str:
-    """Markdown rendering of :func:`build_card`'s dict."""
+    """Markdown rendering of `build_card`'s dict."""
     t = card["training"]
     lines = [f"# Metric card: {card['name']}", "",
              f"csem {card['csem_version']}, created {card['created']}.", "", *_trust_lines(card),

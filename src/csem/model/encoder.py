@@ -1,4 +1,4 @@
-"""Text encoders: an abstract :class:`Encoder`, the transformers implementation :class:`HFEncoder`,
+"""Text encoders: an abstract `Encoder`, the transformers implementation `HFEncoder`,
 and a registry (the shape of COMET's ``comet/encoders/base.py``).
 
 An encoder maps a padded batch of token ids ``[N, T]`` to pooled sentence embeddings ``[N, d]``:
@@ -28,7 +28,7 @@ ENCODERS: dict[str, type["Encoder"]] = {}
 
 
 def register_encoder(kind: str) -> Callable[[type["Encoder"]], type["Encoder"]]:
-    """Class decorator: make an encoder available to :func:`build_encoder` under ``kind``."""
+    """Class decorator: make an encoder available to `build_encoder` under ``kind``."""
 
     def deco(cls: type[Encoder]) -> type[Encoder]:
         ENCODERS[kind] = cls
@@ -119,7 +119,7 @@ class HFEncoder(Encoder):
 
     Args:
         name_or_path: a local folder or hub id; ``minilm`` / ``mpnet`` resolve to the packaged,
-            offline copies through :func:`csem.assets.resolve_encoder`.
+            offline copies through `csem.assets.resolve_encoder`.
         pooling: ``cls`` | ``mean`` | ``layerwise-mix``.
         load_weights: False builds the architecture from its config only (weights come from a
             saved model's safetensors file).

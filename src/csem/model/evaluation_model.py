@@ -43,11 +43,11 @@ class EvaluationModel:
     """A learned evaluation metric (encoder + heads) with its config and metric card.
 
     Attributes:
-        module: the :class:`csem.model.module.EvaluationModule` (a torch module); of a seed ensemble,
+        module: the `csem.model.module.EvaluationModule` (a torch module); of a seed ensemble,
             its first member.
         members: every member module (``[module]`` for one student); scores are their mean
             ([`EvaluationModel.predict`][csem.model.EvaluationModel.predict]).
-        config: the :class:`ModelConfig` (``members`` = ``len(members)``); card: the metric card
+        config: the [`ModelConfig`][csem.model.ModelConfig] (``members`` = ``len(members)``); card: the metric card
             dict (empty if none).
     """
 
@@ -156,7 +156,7 @@ class EvaluationModel:
         Args:
             base_relative: store only the weights that differ from the encoder ``config.encoder`` names
                 (e.g. the packaged ``minilm``), in float16; loading fills the rest from that encoder.
-                For students shipped inside csem (:mod:`csem.model.pretrained`): a MiniLM student with
+                For students shipped inside csem (`csem.model.pretrained`): a MiniLM student with
                 its top 2 layers trained takes ~9 MB instead of ~90 MB. The float16 rounding moved the
                 scores of the shipped ``news-relevance-minilm`` by at most 0.009 (mean 0.0005) on its 1-5
                 scale over 300 test candidates (Spearman with the float32 scores 0.9999996).
@@ -190,7 +190,7 @@ class EvaluationModel:
     @property
     def output_aspects(self) -> dict[str, tuple[float, float]]:
         """Every aspect this model scores -> its scale: the heads, then the card's ensemble aspects
-        (a multi-judge student with one head per judge); see :mod:`csem.model.scoring`."""
+        (a multi-judge student with one head per judge); see `csem.model.scoring`."""
         from csem.model.scoring import output_aspects
 
         return output_aspects(self)
@@ -205,7 +205,7 @@ class EvaluationModel:
     @property
     def shared_layers(self) -> int | None:
         """How much of the encoder the members of a seed ensemble share (``None`` for one student),
-        found once by comparing their weights ([`csem.model.inference.shared_depth`][]): ``-1`` the
+        found once by comparing their weights (`csem.model.inference.shared_depth`): ``-1`` the
         whole encoder, ``k`` > 0 the embedding layer and layers ``0..k-1``, computed once per text
         when scoring."""
         if not hasattr(self, "_shared_layers"):
@@ -226,12 +226,12 @@ class EvaluationModel:
                 ``reference``: one or a list); ``id`` keys the results (records without one are keyed
                 by position; ids need not be unique, but [`Prediction.by_id`][csem.model.prediction.Prediction.by_id]
                 needs them to be). A records file (JSONL, CSV/TSV, Parquet), a ``package:NAME``
-                sample file or a dataset name is read with [`csem.read_data`][].
+                sample file or a dataset name is read with `csem.read_data`.
             aspects: output aspects to score (default: every one: each head, on its label scale,
                 and each multi-judge ensemble aspect, on [0, 1]).
             batch_size: most sequences per encoder call (length-bucketed).
             mc_dropout: MC-dropout samples of the heads (0 = off); adds ``std``.
-            precision: ``auto`` | ``fp32`` | ``bf16`` | ``fp16`` ([`csem.model.inference.resolve_precision`][]).
+            precision: ``auto`` | ``fp32`` | ``bf16`` | ``fp16`` (`csem.model.inference.resolve_precision`).
             name: metric name in the columns (default ``config.name``).
             degenerate: ``floor``: an empty, whitespace-only or NUL-containing candidate gets each
                 scale's minimum (std 0) without reaching the encoder | ``error``: it raises.

@@ -106,7 +106,7 @@ def _ngrams(words: list[str], n: int) -> list[tuple[str, ...]]:
 
 #: ``overlap``: novel n-gram shares, repetition, length; ``novelty``: the same without the length (a linear
 #: term on length learns the training systems' lengths; see ``csem.model.config.ModelConfig.feature_set``);
-#: ``lexical``: :func:`lexical_features`
+#: ``lexical``: `lexical_features`
 FEATURE_SETS = ("overlap", "novelty", "lexical")
 
 
@@ -114,9 +114,9 @@ def overlap_size(mode: str, feature_set: str = "overlap") -> int:
     """Number of lexical features per pair of ``mode`` under ``feature_set``.
 
     ``overlap``: 3 novelty shares per context text (source and/or reference) + candidate
-    repetition + candidate length (:func:`overlap_features`); ``novelty``: the same without the
+    repetition + candidate length (`overlap_features`); ``novelty``: the same without the
     length. ``lexical``: 13 per context text +
-    15 of the candidate alone (:func:`lexical_features`).
+    15 of the candidate alone (`lexical_features`).
 
     Raises:
         ValueError: unknown mode or feature set.
@@ -133,7 +133,7 @@ def overlap_size(mode: str, feature_set: str = "overlap") -> int:
 
 def pair_features(feature_set: str, candidate: str, contexts: list[str]) -> list[float]:
     """The features of ``feature_set`` (``overlap`` | ``novelty`` | ``lexical``) of one (candidate,
-    contexts) pair; ``novelty`` is :func:`overlap_features` without its last entry (the length).
+    contexts) pair; ``novelty`` is `overlap_features` without its last entry (the length).
 
     Raises:
         ValueError: unknown feature set.
@@ -202,11 +202,11 @@ _ALPHA = re.compile(r"[A-Za-z]+")
 #: case; a student's encoder reads far fewer tokens than this)
 MAX_CANDIDATE_WORDS, MAX_CONTEXT_WORDS, MAX_SENTENCES = 1024, 4096, 64
 
-#: names of the per-context features of :func:`lexical_features`, in order (one block per context)
+#: names of the per-context features of `lexical_features`, in order (one block per context)
 CONTEXT_FEATURES = ("novel_1", "novel_2", "novel_3", "coverage", "density", "fragments_per_word",
                     "log_mean_fragment", "short_fragment_share", "longest_fragment_share", "mean_position",
                     "first_position", "order_inversions", "lead_coverage")
-#: names of the candidate-only features of :func:`lexical_features`, after the context blocks
+#: names of the candidate-only features of `lexical_features`, after the context blocks
 CANDIDATE_FEATURES = ("repeated_trigrams", "log_words", "log_sentences", "log_words_per_sentence",
                       "capitalised_sentences", "capitalised_words", "spaced_punctuation", "latex_quotes",
                       "bracket_tokens", "unknown_tokens", "ends_with_punctuation", "repeated_sentences",
@@ -264,12 +264,12 @@ def _context_block(cw: list[str], xw: list[str]) -> list[float]:
 
 
 def lexical_features(candidate: str, contexts: list[str]) -> list[float]:
-    """The ``lexical`` feature set of a candidate (names in :data:`CONTEXT_FEATURES` and
-    :data:`CANDIDATE_FEATURES`; most in [0, 1], the ``log_*`` ones unbounded; the model
+    """The ``lexical`` feature set of a candidate (names in `CONTEXT_FEATURES` and
+    `CANDIDATE_FEATURES`; most in [0, 1], the ``log_*`` ones unbounded; the model
     standardises them with training means and deviations).
 
     Per context text (source, then reference): novel 1/2/3-gram shares (See et al. 2017), and over
-    the greedy extractive fragments (:func:`extractive_fragments`): coverage and density (Grusky et
+    the greedy extractive fragments (`extractive_fragments`): coverage and density (Grusky et
     al. 2018; density / 10, capped), fragments per word, log mean fragment length, share of
     fragments of at most 3 tokens, longest fragment / words, mean and first context position of
     fragments of 3+ tokens (0 = the start, 1 = none), share of inverted pairs among those

@@ -1,4 +1,4 @@
-"""The one batching loop of scoring: [`head_scores`][csem.model.inference.head_scores], under
+"""The one batching loop of scoring: `head_scores`, under
 [`csem.model.EvaluationModel.predict`][] (the one scoring method).
 
 Every distinct text of a block of records is encoded once (a source shared by many candidates,
@@ -8,7 +8,7 @@ gathered features. The text pool is sorted by (length, text), so the order of th
 changes a score; the batch size changes a score only by float rounding (< 1e-4 on a 1-5 scale in fp32).
 
 A seed ensemble whose members share their lower encoder layers (the default student trains only the
-top layers over frozen lower ones; [`shared_depth`][csem.model.inference.shared_depth] finds the
+top layers over frozen lower ones; `shared_depth` finds the
 shared depth by comparing the weights) runs those layers once per text and each member's top layers
 and heads on the result: an ensemble of 5 costs far less than 5 students.
 
@@ -44,7 +44,7 @@ _LIGHTNING_NAMES = {"32-true": "fp32", "32": "fp32", "bf16-mixed": "bf16", "bf16
 
 def resolve_precision(precision: str, device: torch.device) -> torch.dtype | None:
     """Autocast dtype for ``precision`` (``auto`` | ``fp32`` | ``bf16`` | ``fp16``, the names of
-    :data:`csem.model.config.PRECISIONS`; the Lightning strings ``csem train`` takes, such as
+    `csem.model.config.PRECISIONS`; the Lightning strings ``csem train`` takes, such as
     ``bf16-mixed`` or ``32-true``, mean the same here) on ``device``; None = fp32.
 
     ``auto``: bf16 on a CUDA device that supports it, fp16 on other CUDA devices, fp32 on a CPU. (Until
@@ -121,19 +121,19 @@ def head_scores(
     """The one batching loop: every member's head scores of ``records``, on each head's scale.
 
     Records are taken in blocks of ``records_per_block``; each block's distinct texts are pooled,
-    tokenised once and length-bucketed (:class:`csem.model.batching.BatchBuilder`), and run under
-    ``torch.inference_mode`` (and autocast, see :func:`resolve_precision`). A seed ensemble whose
-    members share lower encoder layers (``shared``, from :func:`shared_depth`) computes them once
+    tokenised once and length-bucketed (`csem.model.batching.BatchBuilder`), and run under
+    ``torch.inference_mode`` (and autocast, see `resolve_precision`). A seed ensemble whose
+    members share lower encoder layers (``shared``, from `shared_depth`) computes them once
     per text and runs only each member's top layers and heads.
 
     Args:
-        members: [`csem.model.module.EvaluationModule`][] objects of one config (one for a single
+        members: `csem.model.module.EvaluationModule` objects of one config (one for a single
             student). records: records already checked (texts the mode needs present).
         batch_size: most sequences per encoder call. mc_dropout: MC-dropout samples of the heads
-            (0 = off). precision: see :func:`resolve_precision`. share_encodings: False re-encodes
+            (0 = off). precision: see `resolve_precision`. share_encodings: False re-encodes
             every record's texts (the naive scorer). records_per_block: records pooled at once
             (bounds memory). device: where to run (default: the first member's device).
-        shared: the shared depth (:func:`shared_depth`); None runs each member whole.
+        shared: the shared depth (`shared_depth`); None runs each member whole.
 
     Returns:
         ``(mean, std)``: ``[M, N, A]`` float tensors on the CPU (members, records in input order,
@@ -167,7 +167,7 @@ def head_scores(
 
 
 def _embed(members: Sequence[Any], batch: Batch, shared: int | None) -> list[Tensor]:
-    """Each member's pooled embeddings ``[n_texts, d]`` of the batch's pool (see :func:`head_scores`)."""
+    """Each member's pooled embeddings ``[n_texts, d]`` of the batch's pool (see `head_scores`)."""
     if shared is None:
         return [m.embed(batch) for m in members]
     if shared == -1:

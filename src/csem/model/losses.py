@@ -3,12 +3,12 @@
 All take predictions and targets on the **normalised** scale (``(y - min) / (max - min)``, in
 [0, 1]) and a boolean ``mask`` of the labelled entries (missing labels never count as 0).
 
-* :func:`mse_loss`: mean squared error on min-max-normalised ratings, CSEM paper Eq. 11.
-* :func:`star_ce_loss`: cross-entropy over the star classes; the score is the expected value of the
+* `mse_loss`: mean squared error on min-max-normalised ratings, CSEM paper Eq. 11.
+* `star_ce_loss`: cross-entropy over the star classes; the score is the expected value of the
   predicted distribution (CSEM paper Sec. VI-G). Fractional ratings (e.g. 2.5) become soft targets
   split between the two neighbouring stars (linear interpolation), so the target's expectation is
   the rating itself.
-* :func:`pairwise_ranking_loss`: ranking loss over pairs of candidates of the same source, for
+* `pairwise_ranking_loss`: ranking loss over pairs of candidates of the same source, for
   comparison data (CSEM paper Eq. 3): ``-log sigmoid(s_i - s_j)`` for every pair where ``i`` is
   labelled better than ``j`` (the RankNet / Bradley-Terry form), averaged over pairs.
 """

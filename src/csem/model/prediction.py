@@ -7,7 +7,7 @@ A [`Prediction`][csem.model.prediction.Prediction] holds, for ``N`` records scor
 * ``scores``: column -> ``N`` scores in input order (None where a row has no score);
 * ``std``: column -> ``N`` standard deviations (seed-ensemble members or MC dropout), or None;
 * ``system_score``: column -> the mean of its scores (COMET's system score), None without any score;
-* ``hash``: the settings hash ([`csem.model.card.settings_hash`][]): equal hashes, equal scores;
+* ``hash``: the settings hash (`csem.model.card.settings_hash`): equal hashes, equal scores;
 * ``columns``: the score columns, in aspect order;
 * ``source``: column -> per row ``"student"`` or ``"judge"`` when a cascade deferred rows to the
   judge, else None;

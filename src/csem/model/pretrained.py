@@ -1,6 +1,6 @@
 """Where a warm start's initial student is found (``TrainConfig.init``, ``csem train --init``).
 
-A reference is a model folder written by ``csem train`` (or :meth:`EvaluationModel.save`), or
+A reference is a model folder written by ``csem train`` (or [`EvaluationModel.save`][csem.model.EvaluationModel.save]), or
 ``package:NAME`` for a student shipped inside csem (``csem/model/students/NAME``).
 """
 

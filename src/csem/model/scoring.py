@@ -3,21 +3,21 @@
 [`csem.model.EvaluationModel.predict`][] is its entry, and every consumer of a student calls it:
 ``csem score``, ``csem serve``, ``csem rerank`` and MBR (through
 [`csem.apply.metrics.StudentMetric`][]), MRT rewards, the TRL reward, the Ray engine and
-[`csem.load_metric`][]. The model is loaded once and scores many batches; results are keyed by
+[`csem.load_metric`][csem.api.load_metric]. The model is loaded once and scores many batches; results are keyed by
 record (the shape of COMET's ``predict()`` that ``comet-mbr`` reuses), so neither the order of the
 records nor the batch they arrive in changes a score. Inputs are checked once
-([`check_inputs`][csem.model.scoring.check_inputs]) and batched once
-([`csem.model.inference.head_scores`][]).
+(`check_inputs`) and batched once
+(`csem.model.inference.head_scores`).
 
-Output aspects ([`output_aspects`][csem.model.scoring.output_aspects]):
+Output aspects (`output_aspects`):
 
 * the heads (``config.aspects``), each on its label scale ``[min, max]`` from the metric card;
 * for a student trained on several judges with one head per judge (``csem train --combine heads``),
   the ensemble aspects recorded in the card (``labels.ensembles``): the mean of the aspect's heads,
-  each first mapped to [0, 1] by its scale ([`csem.model.labels.ensemble_value`][]), so an
+  each first mapped to [0, 1] by its scale (`csem.model.labels.ensemble_value`), so an
   ensemble aspect is on [0, 1].
 
-[`default_aspects`][csem.model.scoring.default_aspects] are what a consumer scores when it names no aspect: every ensemble aspect
+`default_aspects` are what a consumer scores when it names no aspect: every ensemble aspect
 (in place of its heads) and every head outside an ensemble. ``csem score`` writes every output aspect.
 
 A seed ensemble (``ModelConfig.members`` > 1: several students trained alike with different seeds,
@@ -26,12 +26,12 @@ scores, and their standard deviation as ``std``; members that share their lower 
 (the default student trains only the top layers) compute those once per text. Everything else
 (floors, aspects, columns) is as for one student.
 
-Degenerate candidates ([`degenerate_reason`][csem.model.scoring.degenerate_reason]: empty, whitespace only, or containing a NUL
+Degenerate candidates (`degenerate_reason`: empty, whitespace only, or containing a NUL
 character, the texts csem's file readers reject) are never passed to the encoder. With
 ``degenerate="floor"`` (the default) they get the minimum of each aspect's scale (the label range
 in the metric card; 0 for an ensemble aspect) and a standard deviation of 0: a reward function can
 never be paid for an empty completion. With ``degenerate="error"`` they raise
-[`DegenerateTextError`][csem.model.scoring.DegenerateTextError] (a ``ValueError`` naming the record and field) for callers that can
+`DegenerateTextError` (a ``ValueError`` naming the record and field) for callers that can
 report an error instead (``csem serve`` answers 422). A missing or empty source or reference that
 the model's mode needs is always an error.
 
@@ -105,7 +105,7 @@ def default_aspects(model: Any) -> list[str]:
 
 
 def check_aspects(model: Any, aspects: Sequence[str] | None, where: str = "model") -> list[str]:
-    """``aspects`` checked against [`output_aspects`][csem.model.scoring.output_aspects] (None -> [`default_aspects`][csem.model.scoring.default_aspects]).
+    """``aspects`` checked against `output_aspects` (None -> `default_aspects`).
 
     Raises:
         ValueError: an aspect the model does not score (names the ones it does).
@@ -189,8 +189,8 @@ def student_scores(model: Any, records: Sequence[Mapping[str, Any]], wanted: Seq
                    ) -> tuple[dict[str, list[float]], dict[str, list[float]] | None]:
     """The student's scores of ``records`` on the output aspects ``wanted``, in input order.
 
-    The one input check ([`check_inputs`][csem.model.scoring.check_inputs], after setting the
-    degenerate candidates aside), then the one batching loop ([`csem.model.inference.head_scores`][])
+    The one input check (`check_inputs`, after setting the
+    degenerate candidates aside), then the one batching loop (`csem.model.inference.head_scores`)
     over every member of a seed ensemble, whose shared lower layers run once per text.
 
     Returns:
@@ -247,7 +247,7 @@ def student_scores(model: Any, records: Sequence[Mapping[str, Any]], wanted: Seq
 def _aspect_values(model: Any, mean: Any, wanted: Sequence[str]) -> dict[str, Any]:
     """Per output aspect, the ``[M, G]`` scores of each member: a head's column of ``mean``
     (``[M, G, A]``), or an ensemble aspect's mean of its heads each mapped to [0, 1] by its scale
-    ([`csem.model.labels.ensemble_value`][], computed per member: the mean commutes with it)."""
+    (`csem.model.labels.ensemble_value`, computed per member: the mean commutes with it)."""
     heads = model.config.aspects
     scales = output_aspects(model)
     ens = ensembles_of(model.card)

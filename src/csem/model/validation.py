@@ -1,13 +1,13 @@
 """Checks of training data before any training starts, and dev-set correlations during training.
 
-:func:`check_training_data` raises :class:`TrainingDataError` (a ``ValueError``) naming the
+`check_training_data` raises [`TrainingDataError`][csem.model.validation.TrainingDataError] (a ``ValueError``) naming the
 column, record id and value for: missing label columns, non-numeric labels, labels outside the
 declared range, constant labels, too few labelled rows, a mode needing sources/references that
 records lack.
 
-:func:`dev_correlations` computes Kendall tau-b / Spearman / Pearson of the model's scores with the
+`dev_correlations` computes Kendall tau-b / Spearman / Pearson of the model's scores with the
 labels and, where present, with ``human.<aspect>`` columns, through
-:func:`csem.meta.correlation.correlations`: summary level (per ``doc_id``, averaged) when every dev
+[`csem.meta.correlation.correlations`][]: summary level (per ``doc_id``, averaged) when every dev
 record has a ``doc_id``, dataset level otherwise.
 """
 
@@ -36,7 +36,7 @@ def _short(column: str) -> str:
 
 
 def aspect_name(column: str, columns: Sequence[str]) -> str:
-    """The head's aspect name of a label column, from the grammar of :mod:`csem.data.columns`:
+    """The head's aspect name of a label column, from the grammar of [`csem.data.columns`][]:
     ``judge.coherence`` -> ``coherence``, ``judge.coherence@gpt-4`` -> ``coherence@gpt-4`` (so the
     student writes ``metric.<name>.coherence@gpt-4``), a column outside the grammar is its own name;
     the full column with dots as ``_`` if two label columns would get the same name."""
@@ -115,7 +115,7 @@ def check_training_data(
         where: name of the data in messages (``training data``, ``dev data``, a file name).
 
     Returns:
-        One :class:`LabelSpec` per column (aspect name, column, min, max).
+        One [`LabelSpec`][csem.model.LabelSpec] per column (aspect name, column, min, max).
 
     Raises:
         TrainingDataError: see the module docstring.

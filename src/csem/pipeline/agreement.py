@@ -3,9 +3,9 @@
 For every aspect: the student's score column ``metric.<name>.<aspect>`` against the judge's
 ``judge.<aspect>`` and, where present, against ``human.<aspect>``; the judge against the humans
 too. Spearman, Kendall tau-b and Pearson at summary level (per source, averaged) and dataset level
-(pooled), from the one evaluator, :func:`csem.meta.correlation.correlations`; and the spread of
-those figures over students trained with different seeds (:func:`seed_spread`); and the same
-figures for the trivial baselines that could explain a student (:func:`baseline_rows`).
+(pooled), from the one evaluator, [`csem.meta.correlation.correlations`][]; and the spread of
+those figures over students trained with different seeds (`seed_spread`); and the same
+figures for the trivial baselines that could explain a student (`baseline_rows`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from csem.meta.bootstrap import bootstrap_ci
 from csem.meta.correlation import METHODS, correlations
 
 #: resamples of the held-out sources behind each agreement figure's 95% interval in a run's ``meta.json``
-#: (``spearman_ci``; the pipeline's meta_eval stage passes it to :func:`agreement_table`)
+#: (``spearman_ci``; the pipeline's meta_eval stage passes it to `agreement_table`)
 BOOTSTRAP = 1000
 
 
@@ -47,7 +47,7 @@ def agreement_table(records: list[dict], label_cols: list[str], *, human_cols: l
     Args:
         bootstrap: with ``n`` > 0, each row also gets ``spearman_ci``: ``[low, high]``, the 95%
             percentile interval of its Spearman over ``n`` resamples of the sources (documents drawn
-            with replacement, :func:`csem.meta.bootstrap_ci`; Deutsch, Dror & Roth 2021, "A Statistical
+            with replacement, [`csem.meta.bootstrap_ci`][]; Deutsch, Dror & Roth 2021, "A Statistical
             Analysis of Summarization Evaluation Metrics Using Resampling Methods"), None where no
             resample gives a defined value. With a handful of held-out sources this interval, not the
             point estimate, says what the figure can tell apart. ``seed``: the resampling seed (same
@@ -95,7 +95,7 @@ def _rows(aspect: str, scorer: str, target: str, x: list, y: list, groups: list,
 
 
 def seed_spread(per_seed: dict[str, list[dict]], methods: tuple[str, ...] = METHODS) -> list[dict]:
-    """The spread over training seeds of :func:`agreement_table` rows.
+    """The spread over training seeds of `agreement_table` rows.
 
     Args:
         per_seed: ``{seed: agreement rows}``, one student per seed, all on the same held-out sources.
@@ -104,7 +104,7 @@ def seed_spread(per_seed: dict[str, list[dict]], methods: tuple[str, ...] = METH
     Returns:
         Rows ``{aspect, scorer, target, level, method, n_seeds, mean, sd, min, max, values}`` (one per
         aspect, pair, level and method, in the order of the first seed's rows). ``sd`` is the sample
-        standard deviation (n - 1 denominator, :func:`statistics.stdev`), None for fewer than two
+        standard deviation (n - 1 denominator, `statistics.stdev`), None for fewer than two
         values; ``values`` lists the per-seed figures in the order of ``per_seed`` (None where a
         correlation was undefined; such seeds are left out of mean, sd, min and max and of ``n_seeds``).
     """
@@ -124,7 +124,7 @@ def seed_spread(per_seed: dict[str, list[dict]], methods: tuple[str, ...] = METH
     return out
 
 
-#: the trivial baselines of :func:`baseline_rows`, in their order
+#: the trivial baselines of `baseline_rows`, in their order
 BASELINE_SCORERS = ("length", "extractiveness", "system prior", "overlap fit")
 
 
@@ -142,7 +142,7 @@ def _overlap_fit(train: list[dict], test: list[dict], label_cols: list[str]) -> 
 
 
 def baseline_scores(train: list[dict], test: list[dict], label_cols: list[str]) -> dict[str, dict[str, list]]:
-    """The trivial baselines' scores of the held-out records (see [`baseline_rows`][csem.pipeline.agreement.baseline_rows]):
+    """The trivial baselines' scores of the held-out records (see `baseline_rows`):
     ``{baseline: {label column: [score per test record]}}``, baselines that cannot be computed left out."""
     from csem.baselines import extractiveness, length, system_prior
 
@@ -156,13 +156,13 @@ def baseline_scores(train: list[dict], test: list[dict], label_cols: list[str]) 
 
 def baseline_rows(train: list[dict], test: list[dict], label_cols: list[str], *,
                   levels: tuple[str, ...] = ("summary", "dataset"), bootstrap: int = 0, seed: int = 0) -> list[dict]:
-    """Rows of :func:`agreement_table`'s layout (``scorer`` = the baseline, ``target`` = ``judge``) for the
+    """Rows of `agreement_table`'s layout (``scorer`` = the baseline, ``target`` = ``judge``) for the
     trivial baselines on the held-out records: could they explain the student's agreement?
 
-    * ``length``: the candidate's words (:func:`csem.baselines.lexical.length`);
-    * ``extractiveness``: share of its trigrams found in the source (:func:`csem.baselines.lexical.extractiveness`);
+    * ``length``: the candidate's words ([`csem.baselines.lexical.length`][]);
+    * ``extractiveness``: share of its trigrams found in the source ([`csem.baselines.lexical.extractiveness`][]);
     * ``system prior``: the mean training label of the candidate's system (``system_id``;
-      :func:`csem.baselines.prior.system_prior`; candidates of systems without training labels are
+      [`csem.baselines.prior.system_prior`][]; candidates of systems without training labels are
       left out and counted in ``n_missing``);
     * ``overlap fit``: the overlap features (candidate against its source) fitted to the training labels
       by least squares ([`csem.baselines.overlap_least_squares`][]; no row where a source is missing or
@@ -174,7 +174,7 @@ def baseline_rows(train: list[dict], test: list[dict], label_cols: list[str], *,
     Args:
         train: the training records (with the label columns); test: the held-out records.
         label_cols: the judge's columns (``judge.<aspect>``). levels: correlation levels.
-        bootstrap, seed: as [`agreement_table`][csem.pipeline.agreement.agreement_table] (``spearman_ci``).
+        bootstrap, seed: as `agreement_table` (``spearman_ci``).
 
     Returns:
         One row per label column, baseline and level.

@@ -1,6 +1,6 @@
 """CSEM stage ii: annotate collected candidates with the LLM judge.
 
-A thin layer over :func:`csem.judge.judge_records` that reads a candidate file and writes the
+A thin layer over [`csem.judge.judge_records`][] that reads a candidate file and writes the
 labelled file ``csem train`` reads; the judge's SQLite cache makes it resumable and free to re-run.
 """
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def repeatability_path(labelled: str | Path) -> Path:
-    """The sidecar ``<labelled>.repeatability.json`` that [`annotate_file`][csem.pipeline.annotate.annotate_file]
+    """The sidecar ``<labelled>.repeatability.json`` that `annotate_file`
     writes with ``repeatability`` > 0 (the judge's repeatability, [`csem.judge.repeat`][])."""
     labelled = Path(labelled)
     return labelled.with_name(labelled.name + ".repeatability.json")
@@ -34,7 +34,7 @@ def read_repeatability(labelled: str | Path) -> dict | None:
 
 
 def provenance_path(labelled: str | Path) -> Path:
-    """The sidecar ``<labelled>.judge.json`` that :func:`annotate_file` writes beside its output."""
+    """The sidecar ``<labelled>.judge.json`` that `annotate_file` writes beside its output."""
     labelled = Path(labelled)
     return labelled.with_name(labelled.name + ".judge.json")
 
@@ -71,7 +71,7 @@ def annotate_file(candidates: str | Path | Sequence[Mapping], out: str | Path, *
             candidate records themselves.
         out: the labelled file: the input columns plus ``judge.<aspect>`` (rubric scale, None when
             missing), ``judge.<aspect>.missing`` (reason), ``judge.<aspect>.mass``, ``judge.<aspect>.raw``.
-        rubrics, judge, mode, n, temperature: as :func:`csem.judge.judge_records`.
+        rubrics, judge, mode, n, temperature: as [`csem.judge.judge_records`][].
         cache: SQLite judgment cache; default ``<out>.judge_cache.sqlite`` beside the output.
         repeatability: share of the sources (0-1) whose candidates the judge scores a second time under a
             second rendering of each rubric (its paraphrase; in ``sample`` mode a second set of samples;
@@ -89,9 +89,9 @@ def annotate_file(candidates: str | Path | Sequence[Mapping], out: str | Path, *
         The judge summary as a dict (total, judged, cached, missing by reason, tokens, seconds; with
         ``repeatability`` also ``repeat``: the second pass's judged, cached, failed and seconds, its
         failures counted in ``failed``). With ``repeatability`` it writes ``<out>.repeatability.json``
-        ([`read_repeatability`][csem.pipeline.annotate.read_repeatability]): the sources drawn and, per
+        (`read_repeatability`): the sources drawn and, per
         judge column, the repeatability ``r`` (summary and dataset level, 95% interval) and ``sqrt(r)``.
-        Beside ``out`` it writes ``<out>.judge.json`` (:func:`read_provenance`): judge, mode and each
+        Beside ``out`` it writes ``<out>.judge.json`` (`read_provenance`): judge, mode and each
         label column's rubric and declared scale, which ``csem train`` uses as the label range and
         for the metric card.
 
@@ -176,12 +176,12 @@ def compare_file(candidates: str | Path | Sequence[Mapping], out: str | Path, *,
     Args:
         candidates: a candidate file (for ``adjacent`` pairs: with the rating column of a rating pass),
             or the candidate records themselves.
-        out: the preference file, one row per pair (:mod:`csem.judge.comparison`); ``csem train
+        out: the preference file, one row per pair (`csem.judge.comparison`); ``csem train
             --pairs`` reads it. Several rubrics add one ``judge.<aspect>`` column each.
         rubrics: pairwise rubric ids or files (a CSEM rating rubric id such as
             ``csem/summ-coherence-ref-free`` names its pairwise version; a multi-aspect one such as
             ``csem/summ-multi-ref-free`` names the pairwise versions of its aspects).
-        strategy, per_source, rating_col, seed: which pairs (:func:`csem.judge.comparison.select_pairs`).
+        strategy, per_source, rating_col, seed: which pairs (`csem.judge.comparison.select_pairs`).
         mode: ``probs`` (preference probability from the A/B tokens) | ``parse``.
         cache: SQLite judgment cache; default ``<out>.judge_cache.sqlite``.
 

@@ -11,10 +11,10 @@ the student is measured against on the held-out sources.
 
 With a ``rerank`` section the trained student (or any metric ``csem rerank`` takes) picks one
 candidate per held-out source from the collect stage's N-best lists (CSEM Eq. 7/8; see
-:mod:`csem.pipeline.rerank`).
+`csem.pipeline.rerank`).
 
 With an ``mrt`` section a generator is fine-tuned with minimum risk training mixed with MLE (CSEM
-Eq. 12), the trained student as the reward, on the training sources (see :mod:`csem.pipeline.mrt`).
+Eq. 12), the trained student as the reward, on the training sources (see `csem.pipeline.mrt`).
 
 Relative paths in the file are resolved against the file's folder; ``package:NAME`` names a file
 shipped in ``csem/pipeline/examples``.
@@ -176,7 +176,7 @@ def _weights_text_ok(text: str) -> bool:
 
 
 class RerankConfig(_Strict):
-    """The rerank stage (``csem rerank`` inside the pipeline; :mod:`csem.pipeline.rerank`).
+    """The rerank stage (``csem rerank`` inside the pipeline; `csem.pipeline.rerank`).
 
     metrics: what scores the candidates, in order (the features of Eq. 8): ``student`` (the train
     stage's student, every head; the score stage's columns), ``student#coherence[+relevance]``
@@ -184,7 +184,7 @@ class RerankConfig(_Strict):
     records (``judge.coherence``), a baseline (``rouge1``, ``chrf``...), ``judge:RUBRIC@URI``, a
     student folder (relative to the pipeline file). weights: one number per score column, a
     ``{column: weight}`` mapping (others 0), ``"w1,w2"`` / ``"col=w"`` text, the JSON file written
-    by ``csem tune-weights``, or ``mert``: tuned by MERT (:mod:`csem.apply.tune`) on the training
+    by ``csem tune-weights``, or ``mert``: tuned by MERT ([`csem.apply.tune`][]) on the training
     and dev sources' N-best lists to maximise the judge's score of the chosen candidate (mean of
     the student's judge columns), ``restarts`` and ``seed`` as ``csem tune-weights``; default 1
     each. normalize: ``none`` | ``zscore`` (per source, per column, before weighting); default
@@ -223,13 +223,13 @@ def student_spec(spec: str) -> tuple[str, list[str] | None]:
     return name, (chosen if sep else None)
 
 
-# the mrt section's own fields that are :class:`csem.apply.mrt.MRTConfig` fields (same names, same defaults)
+# the mrt section's own fields that are [`csem.apply.mrt.MRTConfig`][] fields (same names, same defaults)
 MRT_FIELDS = ("max_steps", "batch_size", "num_samples", "alpha", "lam", "lr", "max_new_tokens", "max_source_tokens",
               "seed")
 
 
 class MrtConfig(_Strict):
-    """The mrt stage (``csem mrt`` inside the pipeline; :mod:`csem.pipeline.mrt`).
+    """The mrt stage (``csem mrt`` inside the pipeline; `csem.pipeline.mrt`).
 
     generator: what is fine-tuned, as ``csem mrt --generator`` takes it: ``smollm2`` (the packaged
     SmolLM2-135M-Instruct), ``hf:FOLDER`` (a transformers causal LM; relative to the pipeline file)
@@ -238,7 +238,7 @@ class MrtConfig(_Strict):
     ``train`` (the training split's sources, default), ``train+dev`` or ``all``; each with its
     ``reference`` (from the sources file) for the MLE term when it has one. max_steps, batch_size,
     num_samples (S), alpha (Eq. 6), lam (Eq. 12's lambda), lr, max_new_tokens, max_source_tokens,
-    seed: :class:`~csem.apply.mrt.MRTConfig`'s fields, unset = its defaults (20 steps, 2 sources
+    seed: [`MRTConfig`][csem.apply.mrt.MRTConfig]'s fields, unset = its defaults (20 steps, 2 sources
     per step, S = 5, alpha 5e-3, lambda 0.7, lr 1e-5, 64 new tokens, 384 source tokens, seed 0), and
     its ranges. options: any other MRTConfig field (``top_k``, ``temperature``, ``accumulate``,
     ``checkpoint_every``, ``precision``, ``accelerator``, ``devices``, ``threads``, ``task``: default
@@ -274,7 +274,7 @@ class MrtConfig(_Strict):
         return self
 
     def mrt_config(self, **defaults):
-        """The :class:`csem.apply.mrt.MRTConfig` of this section (``defaults``, e.g. ``task``, apply
+        """The [`csem.apply.mrt.MRTConfig`][] of this section (``defaults``, e.g. ``task``, apply
         where ``options`` does not set them).
 
         Raises:

@@ -2,11 +2,11 @@
 
 A pipeline run reads the same files in several stages (``labelled.jsonl`` by compare, train, score,
 seeds and mrt, and for the label columns; ``scored.jsonl`` by meta_eval and rerank). A
-:class:`RunFolder` parses each file once and serves it again while its size and modification time
+[`RunFolder`][csem.pipeline.folder.RunFolder] parses each file once and serves it again while its size and modification time
 are unchanged; a stage that rewrites a file (annotate re-run) makes the next read parse it anew.
 The label columns' declared scales come from the provenance ``csem annotate`` (and the annotate
 stage) writes beside the labelled file (``labelled.jsonl.judge.json``,
-:func:`csem.pipeline.annotate.read_provenance`), not from the rubrics again.
+`csem.pipeline.annotate.read_provenance`), not from the rubrics again.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class RunFolder:
 
     def rows(self, name: str, *, required: Sequence[str] = ("candidate",)) -> list[dict]:
         """The records of ``name``, parsed once while the file is unchanged: the cached list itself,
-        to be read and not changed (:meth:`records` gives copies).
+        to be read and not changed ([`records`][csem.pipeline.folder.RunFolder.records] gives copies).
 
         Raises:
             csem.data.records.RecordError: a malformed file (names file, line and field).

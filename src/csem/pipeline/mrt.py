@@ -1,9 +1,9 @@
 """The mrt stage of ``csem run``: fine-tune a generator with MRT + MLE, the trained student as the reward.
 
-With an ``mrt:`` section (:class:`csem.pipeline.config.MrtConfig`) the pipeline fine-tunes a causal
+With an ``mrt:`` section ([`csem.pipeline.config.MrtConfig`][]) the pipeline fine-tunes a causal
 generator after the student is trained, with the apply layer's minimum risk training mixed with MLE
-(:func:`csem.apply.mrt.train_mrt`, CSEM Eq. 5/6/12), exactly as ``csem mrt`` does: the reward is the
-train stage's student loaded by :func:`csem.apply.metrics.load_metric` (``run/model#aspect+...``, the
+([`csem.apply.mrt.train_mrt`][], CSEM Eq. 5/6/12), exactly as ``csem mrt`` does: the reward is the
+train stage's student loaded by [`csem.apply.metrics.load_metric`][] (``run/model#aspect+...``, the
 mean of its heads), the sources are the training split's (with their references for the MLE term)::
 
     mrt:
@@ -22,7 +22,7 @@ fingerprint). A killed stage resumes from ``lightning/last.ckpt`` through ``trai
 the rewards already computed; when the stage's fingerprint changed (its settings, the student, the
 split) or the stage is forced (``--from``), the folder is cleared and training starts over. The
 stage summary and the report give the steps done and, from ``train_log.csv``
-(:func:`csem.apply.mrt.log_summary`), the mean reward and MLE loss over the first and last quarter of
+([`csem.apply.mrt.log_summary`][]), the mean reward and MLE loss over the first and last quarter of
 the steps.
 """
 
@@ -69,14 +69,14 @@ def generator_uri(spec: str, base: Path) -> tuple[str, Path | None]:
 
 def mrt_sources(sources: Sequence[dict], split: dict[str, str], which: str) -> list[dict]:
     """The sources (``id``/``doc_id``, ``source``, ``reference`` when the file has one) whose split is
-    one of ``which``'s (:data:`SPLITS`); ``split`` maps doc_id -> train/dev/test."""
+    one of ``which``'s (`SPLITS`); ``split`` maps doc_id -> train/dev/test."""
     keep = SPLITS[which]
     return [s for s in sources if split.get(s["doc_id"]) in keep]
 
 
 def run_mrt(cfg, *, sources: Sequence[dict], student_dir: Path, label_cols: Sequence[str], generator: str,
             out_dir: Path, task: str, key: str, fresh: bool = False, progress: bool = False) -> dict:
-    """Fine-tune ``generator`` on ``sources`` with ``cfg`` (:class:`~csem.pipeline.config.MrtConfig`),
+    """Fine-tune ``generator`` on ``sources`` with ``cfg`` ([`MrtConfig`][csem.pipeline.config.MrtConfig]),
     rewarded by the student in ``student_dir``, into ``out_dir`` (``train_mrt``'s folder layout).
 
     ``key`` is the stage's fingerprint: a folder left by a run with the same key resumes (a killed
@@ -84,7 +84,7 @@ def run_mrt(cfg, *, sources: Sequence[dict], student_dir: Path, label_cols: Sequ
 
     Returns:
         the stage summary: ``generator``, ``metric``, ``reward_columns``, ``sources``, ``references``,
-        ``settings`` (the MRTConfig values of :data:`~csem.pipeline.config.MRT_FIELDS` used), ``steps`` (optimiser steps done), ``logged_steps`` and ``quarter`` (steps per quarter of the
+        ``settings`` (the MRTConfig values of `MRT_FIELDS` used), ``steps`` (optimiser steps done), ``logged_steps`` and ``quarter`` (steps per quarter of the
         log), ``reward_first``/``reward_last``, ``mle_first``/``mle_last``, ``length_first``/
         ``length_last`` (means over the first/last quarter of ``train_log.csv``; None where not
         logged), ``rewards_computed``, ``rewards_reused``, ``resumed_from``, ``seconds``, ``folder``.

@@ -1,9 +1,9 @@
 """The rerank stage of ``csem run``: the trained student picks one candidate per source.
 
-With a ``rerank:`` section (:class:`csem.pipeline.config.RerankConfig`) the pipeline reranks the
+With a ``rerank:`` section ([`csem.pipeline.config.RerankConfig`][]) the pipeline reranks the
 N-best lists the collect stage wrote (the candidates of one source, grouped by ``doc_id``) after
 the student is trained and has scored them, with the apply layer's reranking
-(:func:`csem.apply.reranking.rerank_scored`, CSEM Eq. 7 for one score column, Eq. 8 for a
+([`csem.apply.reranking.rerank_scored`][], CSEM Eq. 7 for one score column, Eq. 8 for a
 weighted sum)::
 
     rerank:
@@ -14,9 +14,9 @@ weighted sum)::
 
 ``student`` names the score stage's columns of the train stage's student (``metric.<name>.<aspect>``
 in ``scored.jsonl``, one per aspect it was trained on), so the student is not run twice; other
-metric specifications go through :func:`csem.apply.reranking.score_specs` (a score column already in
+metric specifications go through [`csem.apply.reranking.score_specs`][] (a score column already in
 the records is used as it is, e.g. ``judge.coherence`` for the judge's own choice). ``weights: mert``
-tunes the Eq. 8 weights with Och's MERT (:func:`csem.apply.tune.tune_weights_report`) on the
+tunes the Eq. 8 weights with Och's MERT ([`csem.apply.tune.tune_weights_report`][]) on the
 training and dev sources' N-best lists, the objective being the judge's score of the chosen
 candidate (the mean of the student's judge columns); the tuning report goes to
 ``rerank_weights.json`` (readable by ``csem rerank --weights``).
@@ -25,7 +25,7 @@ Writes ``reranked.jsonl`` (the chosen candidate of each source with every score 
 ``rerank.score`` and ``rerank.chosen``) and ``reranked.scores.jsonl`` (every reranked candidate), as
 ``csem rerank --out`` and ``--scores`` do. The stage summary and the report compare, per source, the
 judge's score of the chosen candidate with the mean judge score of its N-best list (what a random
-pick gets in expectation) and its best (:func:`choice_rows`, :func:`gain_summary`). A source whose
+pick gets in expectation) and its best (`choice_rows`, `gain_summary`). A source whose
 candidates all lack a weighted score gets no choice; it is listed (``no_choice``), never guessed.
 """
 
@@ -44,7 +44,7 @@ STUDENT = "student"
 
 
 def resolve_specs(records: list[dict], specs: Sequence[str], *, label_cols: Sequence[str], base: Path) -> list[str]:
-    """Metric specifications for :func:`csem.apply.reranking.score_specs`: ``student[#a+b]`` becomes
+    """Metric specifications for [`csem.apply.reranking.score_specs`][]: ``student[#a+b]`` becomes
     the score stage's student columns; a relative student folder is resolved against ``base``.
 
     Raises:
@@ -99,14 +99,14 @@ def weights_file(cfg) -> Path | None:
 def run_rerank(records: list[dict], cfg, *, label_cols: Sequence[str], base: Path, run_dir: Path,
                judge_cache: Path | None = None) -> dict:
     """Rerank ``records`` (the score stage's ``scored.jsonl``: every candidate with ``split``, the
-    judge's and the student's columns) as ``cfg`` (:class:`~csem.pipeline.config.RerankConfig`) says
+    judge's and the student's columns) as ``cfg`` ([`RerankConfig`][csem.pipeline.config.RerankConfig]) says
     and write ``reranked.jsonl`` and ``reranked.scores.jsonl`` (and ``rerank_weights.json`` with
     ``weights: mert``) into ``run_dir``.
 
     Returns:
         the stage summary: ``sources``, ``candidates``, ``columns``, ``weights``, ``normalize``,
         ``no_choice``, ``tuned`` (MERT's sources and dev objective, or None) and ``gain``
-        (:func:`gain_summary`).
+        (`gain_summary`).
 
     Raises:
         ValueError: no records to rerank, bad weights (count, names), unknown metrics or aspects,
@@ -190,7 +190,7 @@ def choice_rows(scored: Sequence[dict], judge_cols: Sequence[str]) -> list[dict]
 
 def gain_summary(rows: Sequence[dict], judge_cols: Sequence[str]) -> dict[str, dict]:
     """``{judge column: {"sources", "chosen", "mean", "best", "gain"}}``: means over the sources of
-    :func:`choice_rows` where the gain is defined (``sources`` counts them; the means are None
+    `choice_rows` where the gain is defined (``sources`` counts them; the means are None
     when it is 0)."""
     out = {}
     for col in judge_cols:

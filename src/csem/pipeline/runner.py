@@ -1,9 +1,9 @@
 """``csem run PIPELINE.yaml``: the whole CSEM loop as one resumable pipeline.
 
-Stages (declared as data in :data:`STAGE_REGISTRY`: name, settings, upstream stages, inputs,
+Stages (declared as data in `STAGE_REGISTRY`: name, settings, upstream stages, inputs,
 outputs; each writes its file into the run folder and is skipped on a re-run when its content
-fingerprint is unchanged, see :mod:`csem.pipeline.state`; the run folder's files are read through
-one :class:`csem.pipeline.folder.RunFolder`, each parsed once while unchanged):
+fingerprint is unchanged, see `csem.pipeline.state`; the run folder's files are read through
+one [`csem.pipeline.folder.RunFolder`][], each parsed once while unchanged):
 
 ============  =============================================  ===========================
 stage         does                                           writes
@@ -44,19 +44,19 @@ no retraining), and the spread is that of single students beside the ensemble's 
 (``meta.json``); a listed seed outside the members is trained as one student.
 
 With ``compare`` (comparison ranking, CSEM Sec. VI-F) the train stage learns from the judged pairs
-of the training sources with the ranking loss (Eq. 3, :mod:`csem.model.preferences`; no dev set:
+of the training sources with the ranking loss (Eq. 3, `csem.model.preferences`; no dev set:
 the last epoch is kept), one head per pairwise rubric's aspect; score and meta_eval then measure
 that student against the annotate stage's ratings of the held-out sources (and the humans).
 
 With ``rerank`` the student (or the metrics listed) reranks the collect stage's N-best lists of the
-held-out sources after the score stage (:mod:`csem.pipeline.rerank`); changing only the ``rerank``
+held-out sources after the score stage (`csem.pipeline.rerank`); changing only the ``rerank``
 section re-runs only that stage and the report, which compares the judge's score of each chosen
 candidate with the mean judge score of its list.
 
 With ``mrt`` a generator is fine-tuned after the student is trained, with minimum risk training
-mixed with MLE (CSEM Eq. 12, :func:`csem.apply.mrt.train_mrt` as ``csem mrt`` runs it), the student
+mixed with MLE (CSEM Eq. 12, [`csem.apply.mrt.train_mrt`][] as ``csem mrt`` runs it), the student
 (every head, or ``student#aspect``) as the reward, on the training sources and their references
-(:mod:`csem.pipeline.mrt`)::
+(`csem.pipeline.mrt`)::
 
     mrt: {generator: smollm2, max_steps: 20, num_samples: 5, lam: 0.7}   # -> mrt/final/
 
@@ -67,7 +67,7 @@ and MLE loss over the first and last quarter of ``mrt/train_log.csv``.
 A half-finished collect resumes from ``candidates.partial.jsonl``; a half-finished annotate or
 compare resumes from the judge cache ``judge_cache.sqlite``; both keep every finished result. A
 judging stage in which some judgments failed (backend errors) is not marked done: the run stops
-with :class:`StageIncomplete` (``csem run`` exits 3, or 1 when the judge answered nothing) and a
+with [`StageIncomplete`][csem.pipeline.runner.StageIncomplete] (``csem run`` exits 3, or 1 when the judge answered nothing) and a
 re-run judges only what is missing.
 """
 
@@ -255,7 +255,7 @@ class Pipeline:
 
     def annotate_settings(self) -> dict:
         """The annotate settings that fingerprint the stage: backend options only when given, and the
-        settings of :data:`csem.pipeline.config.ANNOTATE_FIELDS_ADDED` only away from their defaults (runs
+        settings of `csem.pipeline.config.ANNOTATE_FIELDS_ADDED` only away from their defaults (runs
         from before they existed stay done)."""
         from csem.pipeline.config import ANNOTATE_FIELDS_ADDED, ANNOTATE_TRANSPORT_FIELDS
 
@@ -288,7 +288,7 @@ class Pipeline:
 
     def compare(self) -> dict:
         """Judge pairs of the candidates of each training source (``split`` = train) in both orders;
-        writes ``pairs.jsonl`` (:func:`csem.pipeline.annotate.compare_file`)."""
+        writes ``pairs.jsonl`` (`csem.pipeline.annotate.compare_file`)."""
         from csem.pipeline.annotate import compare_file
 
         c, a = self.cfg.compare, self.cfg.annotate
@@ -333,7 +333,7 @@ class Pipeline:
 
     def scales(self) -> dict[str, tuple[float, float]]:
         """The declared scale of each judge column (never inferred from data): what the annotate stage
-        wrote beside ``labelled.jsonl`` (:meth:`RunFolder.scales`), else from the rubrics (a run folder
+        wrote beside ``labelled.jsonl`` ([`RunFolder.scales`][csem.pipeline.folder.RunFolder.scales]), else from the rubrics (a run folder
         annotated before the provenance file existed)."""
         written = self.folder.scales(LABELLED)
         if written:
@@ -382,7 +382,7 @@ class Pipeline:
 
     def labelled(self) -> tuple[list[dict], dict[str, int]]:
         """Copies of the annotate stage's records (``labelled.jsonl``, parsed once per run while
-        unchanged) with ``split``, and the source counts per split (:meth:`_with_split`)."""
+        unchanged) with ``split``, and the source counts per split (`_with_split`)."""
         return self._with_split(self.folder.records(LABELLED))
 
     def train(self) -> dict:
@@ -426,7 +426,7 @@ class Pipeline:
     def seeds(self) -> dict:
         """One student per seed in ``train.seeds``, each scored on the held-out sources; writes
         ``seeds.json`` (``{"seeds", "train_seed", "per_seed": {seed: agreement rows}, "spread"}``, see
-        :func:`csem.pipeline.agreement.seed_spread`). Each extra student is trained in a temporary
+        `csem.pipeline.agreement.seed_spread`). Each extra student is trained in a temporary
         folder and deleted once it has scored; only its agreement rows are kept."""
         from csem.model import EvaluationModel
         from csem.pipeline.agreement import agreement_table, seed_spread
@@ -463,7 +463,7 @@ class Pipeline:
     def rerank(self) -> dict:
         """Rerank the N-best lists of ``scored.jsonl`` (held-out sources by default) with
         ``rerank.metrics``; writes ``reranked.jsonl`` and ``reranked.scores.jsonl``
-        (:func:`csem.pipeline.rerank.run_rerank`)."""
+        (`csem.pipeline.rerank.run_rerank`)."""
         from csem.pipeline.rerank import run_rerank
 
         return run_rerank(self.folder.records(SCORED), self.cfg.rerank, label_cols=self.label_cols(),
@@ -483,7 +483,7 @@ class Pipeline:
 
     def mrt_generator(self) -> tuple[str, Path | None]:
         """``mrt.generator`` as ``load_generator`` takes it, and its local file or folder (or None);
-        checked before any stage runs (:func:`csem.pipeline.mrt.generator_uri`)."""
+        checked before any stage runs (`csem.pipeline.mrt.generator_uri`)."""
         from csem.pipeline.mrt import generator_uri
 
         return generator_uri(self.cfg.mrt.generator, self.base)
@@ -495,7 +495,7 @@ class Pipeline:
     def mrt(self) -> dict:
         """Fine-tune ``mrt.generator`` with MRT + MLE on the sources of ``mrt.sources`` (the training
         split by default, as the train stage split them), the train stage's student as the reward;
-        writes ``mrt/`` (:func:`csem.pipeline.mrt.run_mrt`). Resumes a killed run of the same settings."""
+        writes ``mrt/`` (`csem.pipeline.mrt.run_mrt`). Resumes a killed run of the same settings."""
         from csem.pipeline.mrt import mrt_sources, run_mrt
 
         split = {r["doc_id"]: r["split"] for r in self.labelled()[0]}
@@ -515,7 +515,7 @@ class Pipeline:
         """The collect settings that fingerprint the stage. Decoding settings (run and per generator)
         list only the fields that are set: an unset field (None) inherits, so a field csem adds
         later, unset, leaves finished runs' fingerprints as they were; so do the collect fields of
-        :data:`COLLECT_FIELDS_ADDED` at their defaults."""
+        `COLLECT_FIELDS_ADDED` at their defaults."""
         c = self.cfg.collect
         out = c.model_dump(exclude={"decoding", "generators"})
         for name in COLLECT_FIELDS_ADDED:  # at their default they behave as before they existed
@@ -545,7 +545,7 @@ class Pipeline:
 
     def baseline_rows(self) -> list[dict]:
         """The meta_eval stage's trivial-baseline rows (``baselines.json``; empty before it ran):
-        :func:`csem.pipeline.agreement.baseline_rows`."""
+        `csem.pipeline.agreement.baseline_rows`."""
         path = self.run_dir / BASELINES_FILE
         return json.loads(path.read_text()) if path.exists() else []
 
@@ -563,12 +563,12 @@ _RUBRIC_FILES = (".yaml", ".yml", ".toml")
 
 @dataclass(frozen=True)
 class StageSpec:
-    """One stage of :class:`Pipeline`, declared as data.
+    """One stage of [`Pipeline`][csem.pipeline.runner.Pipeline], declared as data.
 
     Attributes:
-        name: the stage name (``csem run --from NAME``; the order of :data:`STAGE_REGISTRY` is the
-            run order). method: the :class:`Pipeline` method that runs it and returns its summary.
-        settings: the settings that fingerprint it (:func:`csem.pipeline.state.fingerprint`; changing
+        name: the stage name (``csem run --from NAME``; the order of `STAGE_REGISTRY` is the
+            run order). method: the [`Pipeline`][csem.pipeline.runner.Pipeline] method that runs it and returns its summary.
+        settings: the settings that fingerprint it (`csem.pipeline.state.fingerprint`; changing
             them re-runs the stage and what follows). upstream: the stages whose fingerprints enter
             its own. inputs: files outside the run folder it reads (their content enters the
             fingerprint). outputs: what it writes in the run folder (missing: not done).

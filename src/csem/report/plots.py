@@ -1,11 +1,11 @@
 """Figures of a meta-evaluation (matplotlib, Agg backend: no display needed).
 
-* :func:`plot_correlations`: grouped bars, one group per aspect, one bar per metric, with
+* [`plot_correlations`][csem.report.plots.plot_correlations]: grouped bars, one group per aspect, one bar per metric, with
   bootstrap CI whiskers; the figure a person looks at instead of the table.
-* :func:`plot_scatter`: metric score against human score for one aspect (jittered, one colour
+* [`plot_scatter`][csem.report.plots.plot_scatter]: metric score against human score for one aspect (jittered, one colour
   per system), with the dataset-level correlation in the title.
-* :func:`plot_training_curve`: dev correlation per training epoch (the run report's figure).
-* :func:`plot_scaling_curve`: correlation against the number of training labels (mean ± sd over
+* [`plot_training_curve`][csem.report.plots.plot_training_curve]: dev correlation per training epoch (the run report's figure).
+* [`plot_scaling_curve`][csem.report.plots.plot_scaling_curve]: correlation against the number of training labels (mean ± sd over
   seeds, a log-linear fit, trivial baselines as lines): the CSEM paper's Fig. 3 question.
 """
 
@@ -39,7 +39,7 @@ def plot_correlations(df: pd.DataFrame, path: str | Path, *, level: str = "summa
     """Bar chart of correlations per aspect and metric with CI whiskers; writes a PNG.
 
     Args:
-        df: long table of :func:`csem.meta.evaluate` (needs ``value``, ``ci_low``, ``ci_high``).
+        df: long table of `csem.meta.evaluate` (needs ``value``, ``ci_low``, ``ci_high``).
         path: output file (.png). level, method: which slice to draw. ylabel: the y axis (default:
             ``<method> <symbol> with human``).
 
@@ -153,7 +153,7 @@ def plot_training_curve(history: Sequence[Mapping], path: str | Path, *, methods
 
     Args:
         history: the metric card's ``validation_history``: one dict per epoch with ``epoch`` and
-            ``mean`` = ``{method: value}`` (see :func:`csem.model.validation.dev_correlations`).
+            ``mean`` = ``{method: value}`` (see `csem.model.validation.dev_correlations`).
         path: output file (.png). methods: which lines; title: the figure title.
 
     Returns:
@@ -356,7 +356,7 @@ def figure_marks(fig) -> dict:
 
 def save_figure(fig, path: str | Path) -> Path:
     """Lay out, write (PNG, 130 dpi) and close a matplotlib figure; create the folder; return the path.
-    The PNG's ``Description`` text field records [`figure_marks`][csem.report.plots.figure_marks] as JSON."""
+    The PNG's ``Description`` text field records `figure_marks` as JSON."""
     import json
 
     import matplotlib.pyplot as plt

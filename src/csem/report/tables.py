@@ -1,8 +1,8 @@
 """Tables as people read them: Markdown for READMEs and reports, rich tables for the terminal.
 
-:func:`markdown_table` renders any rows (the run report's agreement table, benchmark tables);
-:func:`to_markdown` and :func:`to_rich` render a correlation table of :func:`csem.meta.correlation_table`;
-:func:`fmt` formats one cell for all of them.
+[`markdown_table`][csem.report.tables.markdown_table] renders any rows (the run report's agreement table, benchmark tables);
+[`to_markdown`][csem.report.tables.to_markdown] and [`to_rich`][csem.report.tables.to_rich] render a correlation table of [`csem.meta.correlation_table`][];
+[`fmt`][csem.report.tables.fmt] formats one cell for all of them.
 
 The layout is the one of G-Eval (Liu et al. 2023, Table 1) and the CSEM paper (Table V):
 rows = metrics, columns = aspects x correlation methods, plus an average column.
@@ -37,7 +37,7 @@ def markdown_table(rows: Sequence[Mapping[str, Any]] | Sequence[Sequence[Any]], 
         rows: dicts (cells looked up by ``columns``; an absent key is ``missing``) or sequences
             (cells in ``columns`` order).
         columns: keys of the cells; headers: header texts (default ``columns``).
-        digits, missing: see :func:`fmt`; a cell that is already a string is written as is.
+        digits, missing: see [`fmt`][csem.report.tables.fmt]; a cell that is already a string is written as is.
         align: per column ``"l"`` or ``"r"`` (one string for all, e.g. ``"lrr"``, or a list);
             default: ``---`` everywhere.
 
@@ -63,7 +63,7 @@ def _header(col: tuple) -> str:
 
 def to_markdown(pivot: pd.DataFrame, *, digits: int = 3, low: pd.DataFrame | None = None,
                 high: pd.DataFrame | None = None) -> str:
-    """Markdown table of a :func:`csem.meta.correlation_table` result.
+    """Markdown table of a [`csem.meta.correlation_table`][] result.
 
     Args:
         pivot: rows = metrics, MultiIndex columns (aspect, method).

@@ -76,7 +76,7 @@ def load_rubric_file(path: str | Path) -> Rubric:
 
 
 def _validated(cls: type[M], data: dict[str, Any], path: Path, what: str) -> M:
-    """``cls.model_validate(data)``; a failure is one :class:`RubricError` naming the file and each field."""
+    """``cls.model_validate(data)``; a failure is one [`RubricError`][csem.rubrics.loader.RubricError] naming the file and each field."""
     try:
         return cls.model_validate(data)
     except ValidationError as exc:

@@ -11,7 +11,7 @@ one score per aspect: the prompt is rendered once per aspect and differs only in
 candidate) is evaluated once per candidate by a backend that reuses its KV cache.
 
 Templates are Jinja2 (rendered in a sandbox, texts are variables and never re-parsed as template
-code). Variables: ``intro``, ``criteria`` (list of :class:`Criterion`), ``steps`` (numbered text),
+code). Variables: ``intro``, ``criteria`` (list of [`Criterion`][csem.rubrics.model.Criterion]), ``steps`` (numbered text),
 ``source``, ``reference`` (one string; several references are numbered), ``candidate``,
 ``aspect`` (the aspect being scored, title case), ``min``, ``max``, ``unit``, ``uses_source``,
 ``uses_reference``, ``source_label``, ``reference_label``, ``candidate_label``.
@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from csem.errors import InputError, MissingInputError
 
 # Prompt parts shared by the rating template here and the comparison template of
-# :mod:`csem.rubrics.pairwise` (one text, so the two stay alike).
+# `csem.rubrics.pairwise` (one text, so the two stay alike).
 PROMPT_HEAD = """\
 {{ intro }}
 
@@ -119,9 +119,9 @@ class Criterion(BaseModel):
 
 
 class RubricBase(BaseModel):
-    """What rating (:class:`Rubric`) and comparison (:class:`csem.rubrics.pairwise.PairwiseRubric`)
+    """What rating ([`Rubric`][csem.rubrics.model.Rubric]) and comparison (`csem.rubrics.pairwise.PairwiseRubric`)
     rubrics share, validated in one place: identity, the inputs shown and their labels, the template
-    check (valid Jinja2 showing :attr:`template_needs`), the fingerprint, and reading a record's texts
+    check (valid Jinja2 showing `template_needs`), the fingerprint, and reading a record's texts
     for a prompt (a missing input or a NUL byte is an error naming the rubric, record id and field).
 
     Subclasses declare ``intro``, ``system`` and ``template`` with their own defaults.
@@ -230,7 +230,7 @@ class Rubric(RubricBase):
             ``parse``/``sample`` mode, a backend that can constrain its answers to a JSON schema (JSON
             mode / ``response_format`` on OpenAI-compatible servers) is asked to; the parser reads the
             field either way.
-        system: system message (default :data:`DEFAULT_SYSTEM`, asks for the score only; ``null``
+        system: system message (default `DEFAULT_SYSTEM`, asks for the score only; ``null``
             in a file drops it).
         version: bumped whenever the prompt changes (it is part of every judgment's record).
     """
@@ -303,7 +303,7 @@ class Rubric(RubricBase):
 
     @property
     def criteria_list(self) -> list[Criterion]:
-        """The aspects as :class:`Criterion` objects (one for a single-aspect rubric)."""
+        """The aspects as [`Criterion`][csem.rubrics.model.Criterion] objects (one for a single-aspect rubric)."""
         if self.aspects:
             return list(self.aspects)
         return [Criterion(aspect=self.aspect or "", criteria=self.criteria or "", steps=self.steps)]
@@ -361,7 +361,7 @@ class Rubric(RubricBase):
     def answer_schema(self) -> dict | None:
         """The JSON schema of an answer when ``answer_format`` is ``json`` (``{"score": integer in the
         scale}``; requested as structured output where the backend can, see
-        :class:`csem.llm.GenerateConfig`), else None."""
+        [`csem.llm.GenerateConfig`][]), else None."""
         if self.answer_format != "json":
             return None
         return {"type": "object", "properties": {"score": {"type": "integer", "minimum": self.scale.min,

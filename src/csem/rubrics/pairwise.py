@@ -5,13 +5,13 @@ instead of a score per candidate, the judge answers ``A`` (the first candidate i
 A pairwise rubric carries the same criteria and inputs as the star rubric of its aspect; its prompt
 shows the source (and reference), then ``<label> A`` and ``<label> B``, and ends right before the
 one-letter answer, so the preference probability can be read from the ``A``/``B`` tokens of one
-forward pass (:mod:`csem.judge.comparison`).
+forward pass (`csem.judge.comparison`).
 
 Built-ins live in ``rubrics/builtin/pairwise/`` (one per aspect of the CSEM single-aspect star
 rubrics, same ids after ``pairwise/``: ``pairwise/summ-coherence-ref-free`` ...), listed by
-:func:`list_pairwise_rubrics` (:func:`csem.rubrics.list_rubrics` lists rating rubrics; ``csem judge
+`list_pairwise_rubrics` ([`csem.rubrics.list_rubrics`][] lists rating rubrics; ``csem judge
 --list-rubrics`` shows both, with their kind). What a pairwise rubric shares with a rating rubric
-(inputs, labels, template check, fingerprint, reading a record) is :class:`csem.rubrics.model.RubricBase`.
+(inputs, labels, template check, fingerprint, reading a record) is `csem.rubrics.model.RubricBase`.
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def load_pairwise_rubrics(id_or_path: str | Path) -> list[PairwiseRubric]:
     """The pairwise rubrics one id names: a multi-aspect CSEM rubric's id (``csem/summ-multi-ref-free``
     or ``pairwise/summ-multi-ref-free``) names the pairwise twins of its aspects, in the rating rubric's
     aspect order (a comparison asks one question per prompt, so each aspect is its own judge call);
-    any other id or file names one rubric (:func:`load_pairwise_rubric`).
+    any other id or file names one rubric (`load_pairwise_rubric`).
 
     Raises:
         RubricError: unknown id or file, or an aspect of the multi-aspect rubric without a twin (named).

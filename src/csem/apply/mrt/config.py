@@ -1,4 +1,4 @@
-"""Settings of MRT training (:class:`MRTConfig`)."""
+"""Settings of MRT training ([`MRTConfig`][csem.apply.mrt.config.MRTConfig])."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class MRTConfig(BaseModel):
-    """Settings of :func:`train_mrt` (defaults: the paper and Shen et al. 2016 where they say).
+    """Settings of [`train_mrt`][csem.apply.mrt.train_mrt] (defaults: the paper and Shen et al. 2016 where they say).
 
     Attributes:
         lam: Eq. 12's lambda (0.7; 0 = MLE only: no samples are drawn or scored; 1 = MRT only).
@@ -14,7 +14,7 @@ class MRTConfig(BaseModel):
         num_samples: S samples per source (5). top_k: sampling (50). temperature: sampling.
         max_new_tokens: sample length cap. max_source_tokens: the source is cut to this many tokens
             before the task prompt is rendered. max_target_tokens: reference tokens in the MLE term.
-        task: the task prompt (:data:`csem.collect.prompts.TASK_PROMPTS` or a template).
+        task: the task prompt (`csem.collect.prompts.TASK_PROMPTS` or a template).
         batch_size: sources per step; accumulate: gradient accumulation (Lightning).
         lr, weight_decay, gradient_clip: AdamW. max_steps: optimiser steps.
         reward_scale: the reward is multiplied by this. weights: per metric column (default: mean).

@@ -1,5 +1,5 @@
 """The generator MRT trains: URIs, loading through csem.llm's transformers backend
-(:class:`csem.llm.providers.hf.HFBackend`), the task prompt, end-of-sequence ids, atomic saving."""
+(`csem.llm.providers.hf.HFBackend`), the task prompt, end-of-sequence ids, atomic saving."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def resolve_generator(uri: str) -> str:
 
 
 def load_generator(uri: str) -> tuple[Any, Any]:
-    """``(model, tokenizer)`` of a causal transformers generator in fp32 (see :func:`resolve_generator`).
+    """``(model, tokenizer)`` of a causal transformers generator in fp32 (see [`resolve_generator`][csem.apply.mrt.generator.resolve_generator]).
 
     Raises:
         ValueError: a seq2seq model (MRT here supports causal generators only).

@@ -1,10 +1,10 @@
 """The loss math of MRT (CSEM Eq. 5, 6, 12; Shen et al. 2016) and the sequence log-probabilities it needs.
 
-Pure tensor functions: :func:`q_distribution` (Eq. 6), :func:`mrt_loss` (Eq. 5 with the cost
-``-reward``), :func:`mixed_loss` (Eq. 12), the batched log-probabilities of continuations
-(:func:`sequence_logprobs` over ``[prompt | target]``; :func:`prompt_cache` +
-:func:`continuation_logprobs` from a prompt's shared key/value cache, the same values),
-:func:`completion_mask` and :func:`fill_missing` (a missing reward takes its source's mean).
+Pure tensor functions: [`q_distribution`][csem.apply.mrt.losses.q_distribution] (Eq. 6), [`mrt_loss`][csem.apply.mrt.losses.mrt_loss] (Eq. 5 with the cost
+``-reward``), [`mixed_loss`][csem.apply.mrt.losses.mixed_loss] (Eq. 12), the batched log-probabilities of continuations
+([`sequence_logprobs`][csem.apply.mrt.losses.sequence_logprobs] over ``[prompt | target]``; [`prompt_cache`][csem.apply.mrt.losses.prompt_cache] +
+[`continuation_logprobs`][csem.apply.mrt.losses.continuation_logprobs] from a prompt's shared key/value cache, the same values),
+[`completion_mask`][csem.apply.mrt.losses.completion_mask] and [`fill_missing`][csem.apply.mrt.losses.fill_missing] (a missing reward takes its source's mean).
 """
 
 from __future__ import annotations
@@ -138,13 +138,13 @@ def continuation_logprobs(net: Any, cache: Any, prompt_mask: torch.Tensor, last_
                           target_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Sequence log-probabilities of continuations of cached prompts, in one batched forward pass.
 
-    Equal to :func:`sequence_logprobs` over ``[prompt | target]`` rows, but the prompt positions come
-    from ``cache`` (:func:`prompt_cache`), so only the ``T`` target positions are computed.
+    Equal to [`sequence_logprobs`][csem.apply.mrt.losses.sequence_logprobs] over ``[prompt | target]`` rows, but the prompt positions come
+    from ``cache`` ([`prompt_cache`][csem.apply.mrt.losses.prompt_cache]), so only the ``T`` target positions are computed.
 
     Args:
         net: the causal LM that made ``cache``. cache: over ``[B, P]`` prompts.
         prompt_mask: ``[B, P]`` their attention mask (left padding). last_logits: ``[B, V]`` from
-            :func:`prompt_cache`. rows: ``[M]`` the prompt of each target row.
+            [`prompt_cache`][csem.apply.mrt.losses.prompt_cache]. rows: ``[M]`` the prompt of each target row.
         targets: ``[M, T]`` token ids (right-padded). target_mask: ``[M, T]`` bool, True on the tokens
             that count (also the attention mask of the targets).
 

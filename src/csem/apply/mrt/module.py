@@ -162,7 +162,7 @@ def draw_samples(net: Any, tok: Any, enc: Any, cfg: MRTConfig, seed: int,
         enc: the tokenizer's output for ``B`` left-padded prompts (``input_ids``, ``attention_mask``).
         cfg: the run's settings (``num_samples``, ``top_k``, ``temperature``, ``max_new_tokens``).
         seed: the torch seed set before sampling (a pure function of the micro-step).
-        cache: the prompts' cache from [`logprob_function`][csem.apply.mrt.module.logprob_function]
+        cache: the prompts' cache from `logprob_function`
             (sampling starts from it), or None (``net.generate`` re-encodes the prompts).
 
     Returns:
@@ -211,7 +211,7 @@ def reference_nll(tok: Any, srcs: list[dict], logprobs: Callable, max_target_tok
     Args:
         tok: the tokenizer (its padding side is set to right while encoding, then back to left).
         srcs: the batch's sources; those without a reference are left out.
-        logprobs: the batch's function from [`logprob_function`][csem.apply.mrt.module.logprob_function].
+        logprobs: the batch's function from `logprob_function`.
         max_target_tokens: the reference's token limit.
         device: where the token tensors go.
 

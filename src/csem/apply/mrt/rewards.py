@@ -1,5 +1,5 @@
 """MRT's rewards: a metric's weighted columns as a reward function, and the reward log/cache keyed by
-the metric's content (:func:`reward_identity`), so a resumed run never reuses another metric's rewards."""
+the metric's content ([`reward_identity`][csem.apply.mrt.rewards.reward_identity]), so a resumed run never reuses another metric's rewards."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from csem.errors import InputError
 
 class RewardCache:
     """Rewards per (source id, candidate text), in memory and in an append-only JSONL log
-    (:class:`csem.data.jsonio.JsonlLog`: a line cut by a kill is skipped on reading and cut off before
+    ([`csem.data.jsonio.JsonlLog`][]: a line cut by a kill is skipped on reading and cut off before
     the next append).
 
     ``fn(records) -> list[float | None]`` scores records that miss from the cache; None (a metric
@@ -63,8 +63,8 @@ class RewardCache:
 def reward_identity(reward: Any) -> str:
     """What the reward cache is keyed by: a metric's content, never its name or path.
 
-    A student (:class:`csem.apply.metrics.StudentMetric`): ``student:<sha256 of its config and
-    weights>`` plus its columns (:func:`csem.model.scoring.model_fingerprint`), so a retrained student
+    A student ([`csem.apply.metrics.StudentMetric`][]): ``student:<sha256 of its config and
+    weights>`` plus its columns (`csem.model.scoring.model_fingerprint`), so a retrained student
     in the same folder never reuses an earlier one's rewards. A judge: its backend URI, the sha256 of
     its rubrics' JSON and its options. A baseline: its name (its code is the package's). A plain
     function: its ``csem_identity`` attribute when it has one, else its qualified name (pass a
@@ -87,7 +87,7 @@ def reward_identity(reward: Any) -> str:
 
 
 def metric_reward(metric: Any, weights: Mapping[str, float] | None = None) -> Callable[[list[dict]], list[float | None]]:
-    """A reward function over records from a loaded :class:`csem.apply.metrics.Metric`: the weighted
+    """A reward function over records from a loaded [`csem.apply.metrics.Metric`][]: the weighted
     sum of its columns (default: their mean); None when a weighted column is missing.
 
     Raises:

@@ -17,7 +17,7 @@ def sample_continuations(net: Any, tokenizer: Any, input_ids: torch.Tensor, atte
                          num_samples: int, *, cache: Any = None, **decoding: Any) -> torch.Tensor:
     """``num_samples`` generations per left-padded prompt, the prompt encoded once (not once per sample).
 
-    The prompts' cache (``cache`` from :func:`prompt_cache`, else computed here without gradients) is
+    The prompts' cache (``cache`` from [`prompt_cache`][csem.apply.mrt.prompt_cache], else computed here without gradients) is
     cut to ``P - 1`` positions and repeated ``num_samples`` times; ``generate`` then starts from the
     last prompt token. Row ``b * num_samples + s`` is sample ``s`` of prompt ``b``, as with
     ``num_return_sequences``.

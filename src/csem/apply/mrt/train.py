@@ -1,5 +1,5 @@
-"""MRT orchestration: :func:`train_mrt` (sources, reward, generator, Lightning trainer, resume,
-checkpoints) and :func:`log_summary` of its per-step log."""
+"""MRT orchestration: [`train_mrt`][csem.apply.mrt.train.train_mrt] (sources, reward, generator, Lightning trainer, resume,
+checkpoints) and [`log_summary`][csem.apply.mrt.train.log_summary] of its per-step log."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ class MRTResult:
 
 
 def log_summary(log: str | Path) -> dict:
-    """What a ``train_log.csv`` of :func:`train_mrt` says, as the first and last quarter of its steps.
+    """What a ``train_log.csv`` of [`train_mrt`][csem.apply.mrt.train.train_mrt] says, as the first and last quarter of its steps.
 
     Returns:
         ``{"steps": rows, "quarter": steps per quarter (at least 1), "reward_first", "reward_last",
@@ -69,15 +69,15 @@ def train_mrt(generator: str | tuple[Any, Any], sources: Sequence[Mapping[str, A
         generator: a URI (``hf:PATH``, ``smollm2``) or a loaded ``(model, tokenizer)``.
         sources: records with ``source``, an id (``doc_id`` or ``id``) and, for the MLE term,
             ``reference``.
-        reward: a loaded :class:`csem.apply.metrics.Metric` (its columns mixed by ``config.weights``)
+        reward: a loaded [`csem.apply.metrics.Metric`][] (its columns mixed by ``config.weights``)
             or a function ``records -> list[float | None]``.
         out_dir: run folder: ``final/``, ``checkpoint-<step>/``, ``lightning/last.ckpt``,
             ``train_log.csv``, ``rewards.jsonl``, ``mrt_config.json``.
-        config: :class:`MRTConfig`.
+        config: [`MRTConfig`][csem.apply.mrt.MRTConfig].
         resume: continue from ``lightning/last.ckpt`` when it exists (False: start over).
 
     Returns:
-        :class:`MRTResult`.
+        [`MRTResult`][csem.apply.mrt.train.MRTResult].
 
     Raises:
         ValueError: no sources, a source without text or id, ``lam < 1`` and no source has a

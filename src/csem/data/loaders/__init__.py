@@ -1,6 +1,6 @@
 """Loaders of the human-judgment sets, one module per family; each takes a local path (file or
 folder) as first argument and returns csem records with ``human.<aspect>`` scores. The registry of
-CLI names is :data:`csem.data.datasets.DATASETS`.
+CLI names is [`csem.data.datasets.DATASETS`][].
 """
 
 from __future__ import annotations

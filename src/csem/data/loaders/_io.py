@@ -1,5 +1,5 @@
 """File helpers shared by the dataset loaders: locating the data folder and a dataset, reading JSONL
-(through :mod:`csem.data.records`), checking rows."""
+(through [`csem.data.records`][]), checking rows."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def default_data_dir() -> Path:
     Resolution order: the ``CSEM_DATA`` environment variable; ``../shared/data`` relative to the
     current directory if it exists; ``../shared/data`` beside the checkout (the project layout,
     also what CI lays out). The returned folder may not exist; loaders then raise
-    :class:`FileNotFoundError` saying where to get the data.
+    `FileNotFoundError` saying where to get the data.
 
     Expected sub-folders (each loader's docstring names the official download source):
     ``summeval/``, ``summeval_llm_shen2023/``, ``summeval_geval_metriceval/``, ``topical_chat/``,
@@ -58,7 +58,7 @@ def resolve(path: str | Path | None, folder: str, filename: str, hint: str) -> P
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
     """Yield ``(1-based line, row)`` through csem's one JSONL reader
-    (:func:`csem.data.records.iter_jsonl`); its errors are raised as :class:`DatasetError`."""
+    ([`csem.data.records.iter_jsonl`][]); its errors are raised as [`DatasetError`][csem.data.loaders._io.DatasetError]."""
     from csem.data.records import RecordError
     from csem.data.records import iter_jsonl as read
 
@@ -69,14 +69,14 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
 
 
 def need(row: dict, keys: tuple[str, ...], path: Path, line: int) -> None:
-    """Raise :class:`DatasetError` naming file, line and the missing fields."""
+    """Raise [`DatasetError`][csem.data.loaders._io.DatasetError] naming file, line and the missing fields."""
     missing = [k for k in keys if k not in row]
     if missing:
         raise DatasetError(f"{path}, line {line}: field(s) {missing} missing; fields present: {sorted(row)}")
 
 
 def unique(records: list[dict], path: Path) -> list[dict]:
-    """Check that record ids are unique (raises :class:`DatasetError` naming the first repeat)."""
+    """Check that record ids are unique (raises [`DatasetError`][csem.data.loaders._io.DatasetError] naming the first repeat)."""
     seen: set[str] = set()
     for r in records:
         if r["id"] in seen:

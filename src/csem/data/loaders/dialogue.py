@@ -61,7 +61,7 @@ def load_topical_chat_llm_ratings(
     """Chiang & Lee (Findings of EMNLP 2023) ChatGPT ratings of Topical-Chat joined onto the USR set.
 
     ChatGPT (gpt-3.5-turbo-0613) rated naturalness, coherence, engagingness (1-3) and
-    groundedness (0-1) with 7 prompt ``mode`` s (:data:`CHIANG_MODES`), 20 samples each; the
+    groundedness (0-1) with 7 prompt ``mode`` s (`CHIANG_MODES`), 20 samples each; the
     score is the mean of the parsed samples. Source:
     https://github.com/d223302/A-Closer-Look-To-LLM-Evaluation ``results/topical_chat/``.
 
@@ -72,7 +72,7 @@ def load_topical_chat_llm_ratings(
         topical_chat_path: the human set; default the ``topical_chat`` folder beside ``path``.
 
     Returns:
-        360 records of :func:`load_topical_chat` plus ``judge.<aspect>`` (None where the authors'
+        360 records of [`load_topical_chat`][csem.data.loaders.dialogue.load_topical_chat] plus ``judge.<aspect>`` (None where the authors'
         run skipped the item or no sample parsed), ``judge_responses`` ({aspect: 20 raw
         responses}) and ``judge_n_parsed`` ({aspect: int}).
 

@@ -51,7 +51,7 @@ def load_wmt23_da(path: str | Path | None = None) -> list[dict]:
     ``default_data_dir()/wmt23_da_sqm_ende/wmt23_da_sqm_ende.jsonl``.
 
     Returns:
-        Records like :func:`load_wmt21_mqm` with ``human.da`` in [0, 100] (higher is better).
+        Records like [`load_wmt21_mqm`][csem.data.loaders.mt.load_wmt21_mqm] with ``human.da`` in [0, 100] (higher is better).
     """
     p = resolve(path, "wmt23_da_sqm_ende", "wmt23_da_sqm_ende.jsonl", _WMT23_HINT)
     out = []

@@ -125,7 +125,7 @@ def load_summeval_geval_metriceval(
         summeval_path: SummEval for the join; default the ``summeval`` folder beside ``path``.
 
     Returns:
-        1600 records of :func:`csem.data.loaders.summeval.load_summeval` plus ``judge.<aspect>``.
+        1600 records of [`csem.data.loaders.summeval.load_summeval`][] plus ``judge.<aspect>``.
     """
     if value not in ("score_normalized", "ecdf"):
         raise InputError(f"value must be 'score_normalized' or 'ecdf', got {value!r}")

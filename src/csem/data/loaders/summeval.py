@@ -1,6 +1,6 @@
 """SummEval (Fabbri et al., TACL 2021) and the published LLM ratings of SummEval (Shen et al. 2023).
 
-Records follow :mod:`csem.data.records`; see :mod:`csem.data.datasets` for the registry of every
+Records follow [`csem.data.records`][]; see [`csem.data.datasets`][] for the registry of every
 dataset and where each one comes from.
 """
 
@@ -195,12 +195,12 @@ def load_summeval_llm_ratings(
         judge, method: which (judge, prompt) run to load.
         score_field: ``score`` (this project's parser, the folder README's table) or
             ``score_authors_rule`` (the authors' extraction rules re-implemented).
-        summeval_path: SummEval file/folder for :func:`load_summeval`; default: the ``summeval``
+        summeval_path: SummEval file/folder for [`load_summeval`][csem.data.loaders.summeval.load_summeval]; default: the ``summeval``
             folder beside ``path``'s folder, else ``default_data_dir()/summeval``.
 
     Returns:
         1200 records (one per rated (doc, system), SummEval order) with every field of
-        :func:`load_summeval` (human scores, references, annotations) plus
+        [`load_summeval`][csem.data.loaders.summeval.load_summeval] (human scores, references, annotations) plus
         ``judge.<aspect>`` (float 1-5, halves possible; **None** where the response states no
         score, never 0), ``judge_responses`` ({aspect: list of raw responses, last one scored}),
         ``judge_score_rule`` ({aspect: parser rule that fired, ``unparsed`` when None}),

@@ -1,3 +1,3 @@
-"""csem's built-in providers (:class:`csem.llm.api.ModelAPI`), declared in the ``csem.llm_backends``
-entry-point group like any plug-in: ``local`` and ``llama-cpp`` (:mod:`.llama_cpp`, in process),
-``openai`` (:mod:`.openai`, any OpenAI-compatible server), ``hf`` (:mod:`.hf`, transformers)."""
+"""csem's built-in providers ([`csem.llm.api.ModelAPI`][]), declared in the ``csem.llm_backends``
+entry-point group like any plug-in: ``local`` and ``llama-cpp`` (`.llama_cpp`, in process),
+``openai`` (`.openai`, any OpenAI-compatible server), ``hf`` (`.hf`, transformers)."""

@@ -2,13 +2,13 @@
 
 Offers what llama.cpp cannot: beam search and diverse beam search (Vijayakumar et al. 2016,
 ``num_beam_groups`` + ``diversity_penalty`` in ``transformers.GenerationConfig``), besides top-k and
-top-p sampling, behind the same :class:`csem.llm.api.ModelAPI` as every other backend. Loading a hub
+top-p sampling, behind the same [`csem.llm.api.ModelAPI`][] as every other backend. Loading a hub
 id needs network access; a local folder (or a GGUF file read by transformers with the ``gguf``
 package) works offline.
 
-**Scoring on a GPU** (G-Eval's probability-weighted score, ``probs`` mode): :meth:`HFBackend.score_distribution`
+**Scoring on a GPU** (G-Eval's probability-weighted score, ``probs`` mode): `HFBackend.score_distribution`
 reads the next-token log-probabilities after the prompt (the chain rule over each score's tokens is
-:mod:`csem.llm.providers.score_tokens`, shared with llama.cpp). With ``batch_size`` B > 1 the requests
+`csem.llm.providers.score_tokens`, shared with llama.cpp). With ``batch_size`` B > 1 the requests
 in flight are gathered into one forward pass of up to B prompts (left-padded, position ids from the
 attention mask, logits of the last position only): the judge runner keeps B requests in flight
 (``max_concurrency = B``), so ``csem annotate --judge hf:MODEL --judge-opt device=cuda --judge-opt
@@ -39,7 +39,7 @@ DTYPES = ("float32", "bfloat16", "float16")
 
 
 class _Needs(Exception):
-    """Raised inside :func:`score_probs` when a prefix's next-token distribution is not computed yet."""
+    """Raised inside `score_probs` when a prefix's next-token distribution is not computed yet."""
 
     def __init__(self, path: tuple[int, ...]):
         super().__init__(path)
@@ -62,7 +62,7 @@ class HFBackend:
             (``--judge-opt trust_remote_code=true`` or the generator's options), with a warning, and
             only with network access.
         dtype: ``float32`` (default), ``bfloat16`` or ``float16``: the weights' and activations' dtype
-            (a GGUF is dequantised to fp32 first). Part of :attr:`id` when not fp32, so cached
+            (a GGUF is dequantised to fp32 first). Part of `id` when not fp32, so cached
             judgments of two dtypes are kept apart.
         batch_size: most scoring requests per forward pass (default 1); also the backend's
             ``max_concurrency`` and ``default_concurrency``, so the runner keeps that many in flight.
@@ -212,7 +212,7 @@ class HFBackend:
 
     # ------------------------------------------------------------------ scoring
     def prompt_ids(self, messages: Messages) -> list[int]:
-        """Token ids of the chat-formatted prompt (:func:`prompt_text`), ending with the assistant turn
+        """Token ids of the chat-formatted prompt (`prompt_text`), ending with the assistant turn
         header; no truncation."""
         text = prompt_text(self.tokenizer, messages, seq2seq=self.is_seq2seq)
         return list(self.tokenizer(text, add_special_tokens=not getattr(self.tokenizer, "chat_template", None))["input_ids"])
@@ -257,7 +257,7 @@ class HFBackend:
         batch; a score written in several tokens (``" 4"`` is ``" "`` + ``"4"`` for Qwen2.5) needs the
         next-token distribution after ``prompt + prefix``: each further round gathers the one prefix each
         unfinished item needs next into one more batched pass (two passes per batch for a 1-5 scale
-        whenever a prefix is not pruned; see :mod:`csem.llm.providers.score_tokens`)."""
+        whenever a prefix is not pruned; see `csem.llm.providers.score_tokens`)."""
         prompts = [list(ids) for ids, _ in items]
         nodes: list[dict[tuple[int, ...], np.ndarray]] = [{(): log_softmax(row)} for row in self._forward_last(prompts)]
         tops = [int(np.argmax(node[()])) for node in nodes]
@@ -354,13 +354,13 @@ class HFBackend:
 def prompt_text(tokenizer: Any, messages: Messages, *, seq2seq: bool = False) -> str:
     """The text a transformers generator reads for chat ``messages``: the tokenizer's chat template
     with the generation prompt (causal models that have one), else the non-system contents joined by
-    blank lines. One home for :class:`HFBackend` and MRT's prompts (:func:`csem.apply.mrt.render_prompt`)."""
+    blank lines. One home for `HFBackend` and MRT's prompts ([`csem.apply.mrt.render_prompt`][])."""
     if not seq2seq and getattr(tokenizer, "chat_template", None):
         return tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
     return "\n\n".join(m["content"] for m in messages if m["role"] != "system")
 
 
 def hf_backend(target: str, **options: Any) -> HFBackend:
-    """``hf:MODEL`` -> :class:`HFBackend` (options: ``device``, ``dtype``, ``batch_size``,
+    """``hf:MODEL`` -> `HFBackend` (options: ``device``, ``dtype``, ``batch_size``,
     ``batch_wait``, ``trust_remote_code``; the registry converts strings by their annotations)."""
     return HFBackend(target, **options)

@@ -1,8 +1,8 @@
 """In-process GGUF models through llama-cpp-python (``llama-cpp:PATH`` and ``local``): judge and generator.
 
 * ``local`` = Qwen2.5-Coder-1.5B-Instruct Q4_K_M joined from its PyPI parts and sha256-verified by
-  :func:`csem.assets.local_judge_gguf`; aliases ``llama-cpp:smollm2``, ``llama-cpp:qwen-0.5b``,
-  ``llama-cpp:qwen-1.5b`` go through :func:`csem.assets.resolve_gguf`.
+  `csem.assets.local_judge_gguf`; aliases ``llama-cpp:smollm2``, ``llama-cpp:qwen-0.5b``,
+  ``llama-cpp:qwen-1.5b`` go through `csem.assets.resolve_gguf`.
 * Prompts are the model's own chat template (GGUF metadata ``tokenizer.chat_template``, rendered by
   llama-cpp-python's ``Jinja2ChatFormatter``) with the generation prompt appended, so the assistant
   turn starts right before the score.
@@ -14,7 +14,7 @@
   evaluated once. ``prefix_reuse=False`` resets the context before every request (benchmark).
 
 **Probability-weighted score** (G-Eval, Liu et al. 2023, Eq. 1): the chain rule over the token sequences
-of ``"s"`` and ``" s"`` for each score, written once in :mod:`csem.llm.providers.score_tokens`.
+of ``"s"`` and ``" s"`` for each score, written once in `csem.llm.providers.score_tokens`.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def _file_sha256(path: Path) -> str:
 
 
 class LlamaCppBackend:
-    """A GGUF model in this process (llama-cpp-python 0.3.x), a :class:`csem.llm.api.ModelAPI`.
+    """A GGUF model in this process (llama-cpp-python 0.3.x), a [`csem.llm.api.ModelAPI`][].
     Requests are served one at a time.
 
     Args:
@@ -69,12 +69,12 @@ class LlamaCppBackend:
         n_batch: tokens per decode call.
         prefix_reuse: keep the KV cache of the longest shared token prefix between requests.
         block_size: tokens are evaluated in blocks aligned to multiples of this (reuse keeps whole
-            blocks only), which makes scores bitwise independent of the cache state; part of :attr:`id`.
-        name: short name used in :attr:`id` (default: the file name).
+            blocks only), which makes scores bitwise independent of the cache state; part of `id`.
+        name: short name used in `id` (default: the file name).
         extra_bufts: load the weights into llama.cpp's extra buffer types (AMX / weight repacking):
-            ``None`` (default) asks :func:`csem.llm.providers.llama_cpp_kernels.extra_bufts_usable`, a
+            ``None`` (default) asks `csem.llm.providers.llama_cpp_kernels.extra_bufts_usable`, a
             one-time probe in a child process cached per CPU, build and model, which turns them off where
-            a batched decode crashes (Intel AMX CPUs); ``True``/``False`` force it. When off, :attr:`id`
+            a batched decode crashes (Intel AMX CPUs); ``True``/``False`` force it. When off, `id`
             ends in ``/noxb`` (the kernels differ in the last digits, so cached judgments are kept apart).
 
     Raises:
@@ -274,7 +274,7 @@ _LOADED_LOCK = threading.Lock()
 
 
 def llama_cpp_backend(target: str, **options) -> LlamaCppBackend:
-    """``llama-cpp:PATH_OR_ALIAS`` -> :class:`LlamaCppBackend` (aliases: ``local``, ``qwen-1.5b``,
+    """``llama-cpp:PATH_OR_ALIAS`` -> `LlamaCppBackend` (aliases: ``local``, ``qwen-1.5b``,
     ``qwen-0.5b``, ``smollm2``). A model already loaded with the same options is shared."""
     from csem.assets import AssetError, resolve_gguf
 

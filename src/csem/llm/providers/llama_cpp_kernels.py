@@ -7,12 +7,12 @@ amx_bf16``, llama-cpp-python 0.3.36) every decode of a batch of two or more toke
 with a segmentation fault, which no ``try`` can catch. A one-token decode works, and loading the model
 with ``use_extra_bufts=False`` makes every decode work (plain ggml kernels on mmap'd weights).
 
-So before a model is loaded in this process, :func:`extra_bufts_usable` asks a **child process** to load
+So before a model is loaded in this process, `extra_bufts_usable` asks a **child process** to load
 the same GGUF with llama.cpp's defaults and decode a 32-token batch, then a 1-token batch (the two shapes
 csem's judge and generator use). If the child dies by a signal (SIGSEGV, SIGILL, SIGBUS) or hangs, the
 parent loads with ``use_extra_bufts=False``; if it exits cleanly, with llama.cpp's defaults. The answer is
 cached per (CPU, llama.cpp build, model file) in ``~/.cache/csem/llama-kernels.json`` (see
-:func:`csem.assets.cache_dir`), so the probe runs once per machine, build and model (about 1-3 s).
+`csem.assets.cache_dir`), so the probe runs once per machine, build and model (about 1-3 s).
 
 The extra buffer types are one switch in llama.cpp's API: the AMX and repacking buffers cannot be turned
 off separately at run time without rebuilding llama.cpp (``CMAKE_ARGS=-DGGML_AMX_INT8=OFF``), so the
@@ -165,9 +165,9 @@ def extra_bufts_usable(model_path: str | Path, model_sha256: str, *, command: li
 
     Returns ``{"use_extra_bufts": bool, "source": "env"|"cache"|"probe", "outcome": str, ...}``. Order:
     ``CSEM_LLAMA_EXTRA_BUFTS`` (``0``/``1``), else the cached probe for (CPU, build, model), else a new
-    probe (:func:`run_probe`), cached. A probe that crashed or hung means ``False``. A probe that failed
+    probe (`run_probe`), cached. A probe that crashed or hung means ``False``. A probe that failed
     with an ordinary error (a file llama.cpp cannot load) is not cached and means ``True``: loading in this
-    process then raises the same error as a :class:`~csem.llm.api.BackendError`.
+    process then raises the same error as a [`BackendError`][csem.llm.api.BackendError].
     """
     env = os.environ.get("CSEM_LLAMA_EXTRA_BUFTS", "auto").strip().lower()
     if env in ("0", "false", "no", "off"):

@@ -8,10 +8,10 @@ key=value`` on the CLI): ``base_url`` (else ``OPENAI_BASE_URL``; Azure: ``AZURE_
 ``GenerateConfig.top_k`` as the ``top_k`` body field, which vLLM, llama.cpp's server and Ollama take
 but OpenAI's API refuses; default: yes for a ``base_url`` that is not OpenAI's or Azure's; without it
 such servers sample with their own top-k default). Concurrency (default 8),
-retries, backoff and the deadline are options of the wrapper (:class:`csem.llm.model.Model`).
+retries, backoff and the deadline are options of the wrapper ([`csem.llm.model.Model`][]).
 
 * One request per call (``openai.AsyncOpenAI`` with its own retries off); failures become
-  :class:`~csem.llm.api.BackendError`, ``transient`` for 429, 5xx, timeouts and connection errors.
+  [`BackendError`][csem.llm.api.BackendError], ``transient`` for 429, 5xx, timeouts and connection errors.
 * ``probs``: one request with ``logprobs=True, top_logprobs=20``; p(s) is the summed probability of
   the first answer token's top alternatives whose text (stripped) is the integer ``s``. This is exact
   when (a) every score of the scale is a single token for the server's tokenizer (always for 1-5 and
@@ -20,12 +20,12 @@ retries, backoff and the deadline are options of the wrapper (:class:`csem.llm.m
   valid scores' mass lies within the ``top_logprobs`` returned (at most 20 on OpenAI: a score outside
   them counts as 0; the judgment's ``mass`` shows what was seen). On scales beyond 9 the request
   asks for three greedy tokens; when they show a number split over several tokens
-  (:func:`splits_numbers`) the first-token distribution would only be that of the first digit, so it
-  raises :class:`~csem.llm.api.LogprobsUnsupported` and the judge falls back to ``parse`` (or
+  (`splits_numbers`) the first-token distribution would only be that of the first digit, so it
+  raises [`LogprobsUnsupported`][csem.llm.api.LogprobsUnsupported] and the judge falls back to ``parse`` (or
   ``sample``: ``judge_records(fallback=...)``) for the run, saying so in its summary. The in-process llama-cpp
   provider is exact on any scale (chain rule over the tokens). A server that rejects logprobs or
-  returns none raises :class:`~csem.llm.api.LogprobsUnsupported` too.
-* The API key never appears in :attr:`id`; it is listed in :attr:`secrets`, which the wrapper
+  returns none raises [`LogprobsUnsupported`][csem.llm.api.LogprobsUnsupported] too.
+* The API key never appears in `id`; it is listed in `secrets`, which the wrapper
   removes from every error message.
 """
 
@@ -45,7 +45,7 @@ from csem.llm.redact import install_log_filter, is_secret_name, redact_url
 
 
 class OpenAIBackend:
-    """See the module docstring for options; a :class:`csem.llm.api.ModelAPI`."""
+    """See the module docstring for options; a [`csem.llm.api.ModelAPI`][]."""
 
     max_concurrency = None
     default_concurrency = 8
@@ -86,7 +86,7 @@ class OpenAIBackend:
     async def _client(self) -> Any:
         """The client of the running event loop (made on first use in each loop). An httpx-based
         client is bound to the loop that made it, so it is closed in that loop when the loop shuts
-        down (:func:`csem.llm.sync.close_with_loop`), never garbage-collected in a later one (which
+        down (`csem.llm.sync.close_with_loop`), never garbage-collected in a later one (which
         showed as "Task exception was never retrieved ... Event loop is closed" between stages)."""
         from csem.llm.sync import close_with_loop
 
@@ -115,7 +115,7 @@ class OpenAIBackend:
 
         A 200 reply that is not a chat completion (a body that is not JSON, such as a proxy's HTML
         page; JSON cut off mid-way; an empty ``choices`` list or a choice without a message) is a
-        transient :class:`BackendError` naming the backend and what was wrong with the reply. A 429
+        transient [`BackendError`][csem.llm.BackendError] naming the backend and what was wrong with the reply. A 429
         or 503 carries the server's ``Retry-After`` (seconds or an HTTP date) as ``retry_after``.
         """
         import openai
@@ -145,7 +145,7 @@ class OpenAIBackend:
 
     def _checked(self, raw: Any) -> Any:
         """The parsed chat completion of a raw 200 reply, or a transient BackendError saying what is
-        wrong with it (see :meth:`_request`)."""
+        wrong with it (see `_request`)."""
         http = raw.http_response
         ctype = http.headers.get("content-type", "?").split(";")[0].strip() or "?"
         try:
@@ -341,7 +341,7 @@ def _mentions_logprobs(exc: Any) -> bool:
 
 
 def openai_backend(target: str, **options: Any) -> OpenAIBackend:
-    """``openai:MODEL`` -> :class:`OpenAIBackend` (numeric options may come as strings from the CLI)."""
+    """``openai:MODEL`` -> `OpenAIBackend` (numeric options may come as strings from the CLI)."""
     conv = {"timeout": float, "top_logprobs": int}
     for k, f in conv.items():
         if k in options and isinstance(options[k], str):

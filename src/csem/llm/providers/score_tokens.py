@@ -1,10 +1,10 @@
 """The probability of each score of a scale from next-token log-probabilities: one home for the
-in-process providers (:mod:`csem.llm.providers.llama_cpp`, :mod:`csem.llm.providers.hf`).
+in-process providers (`csem.llm.providers.llama_cpp`, `csem.llm.providers.hf`).
 
 **Probability-weighted score** (G-Eval, Liu et al. 2023, Eq. 1: ``score = sum_s p(s) * s``): for each
 score ``s`` of the scale the token sequences of ``"s"`` and ``" s"`` are enumerated
-(:func:`score_variants`) and ``p(s) = sum_variants prod_i p(t_i | prompt, t_<i)`` by the chain rule
-(:func:`score_probs`), one extra forward pass per multi-token prefix. Where a score's text is a prefix of
+(`score_variants`) and ``p(s) = sum_variants prod_i p(t_i | prompt, t_<i)`` by the chain rule
+(`score_probs`), one extra forward pass per multi-token prefix. Where a score's text is a prefix of
 another valid score (``"1"`` vs ``"10"``) the number must also end there:
 ``p("1") * (1 - sum_{t starts with a digit} p(t | prompt, "1"))``. A score that is no prefix of another
 is complete once its tokens are produced (as in G-Eval). A path whose probability falls below 1e-7 is
@@ -53,10 +53,10 @@ def score_probs(variants: dict[int, list[tuple[int, ...]]],
     """``{score: p}`` by the chain rule over each score's token sequences (module docstring).
 
     Args:
-        variants: from :func:`score_variants`.
+        variants: from `score_variants`.
         logp: ``logp(path)`` -> log-probabilities of the next token after ``prompt + path``, shape
             ``(vocab,)``; called with ``()`` first, then only for paths that are needed (memoise it).
-        digits: returns :func:`digit_mask` of the vocabulary (called only when a score is a prefix of
+        digits: returns `digit_mask` of the vocabulary (called only when a score is a prefix of
             another).
 
     Returns:
