@@ -116,3 +116,27 @@ def test_code_blocks_fit_88_columns():
         if len(line) > _MAX_CODE_WIDTH
     ]
     assert wide == [], "a code block scrolls sideways; wrap it (a shell line with ' \\')"
+
+
+# --- docstrings: one cross-reference style ------------------------------------------------------
+
+_SPHINX_ROLE = re.compile(r":(?:py:)?(?:func|class|meth|mod|attr|data|exc|obj|const|any):`")
+_DOCTEST_FLAG = re.compile(r"#\s*doctest:")
+
+
+def test_src_docstrings_use_mkdocstrings_references_not_sphinx_roles():
+    """The API reference renders `[`csem.x`][]` cross-references and plain backticks; a raw Sphinx
+    role (:func:`x`) or a doctest flag would show as such on the page."""
+    found = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()[:80]}"
+        for path in sorted((ROOT / "src").rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if _SPHINX_ROLE.search(line) or _DOCTEST_FLAG.search(line)
+    ]
+    assert found == [], "write [`csem.module.name`][] or `name` instead"
+
+
+def test_the_sphinx_role_pattern_catches_roles_only():
+    assert _SPHINX_ROLE.search("see :func:`csem.train` and :class:`~csem.model.EvaluationModel`")
+    assert _SPHINX_ROLE.search(":py:meth:`x.y`")
+    assert not _SPHINX_ROLE.search("see [`csem.train`][] and `csem.model`; a dict {'a': 1}")
