@@ -26,7 +26,7 @@ SEED = 0
 
 
 def run(quick: bool = False) -> dict:
-    """Score SummEval with every baseline and correlate with the experts (``quick``: 8 documents)."""
+    """Score SummEval with every baseline and correlate with the experts (``quick``: 4 documents)."""
     from csem.baselines import bertscore, bleu, chrf, extractiveness, length, rouge_scores
     from csem.meta import LEVELS, METHODS, evaluate
 

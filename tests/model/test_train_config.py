@@ -152,6 +152,8 @@ def test_print_config_writes_the_defaults_and_reads_back(tmp_path):
     ("train:\n  lr: 0.1\n  dropout: 0.2\n", "t.yaml, line 3: 'train.dropout' is not a setting"),
     ("model:\n  dropout: 2\n", "t.yaml, line 2: model.dropout = 2: Input should be less than 1"),
     ("train:\n  lr: [1\n", "t.yaml, line 3: not valid YAML"),
+    ("train: {lrr: 1}\n", "t.yaml, line 1: 'train.lrr' is not a setting"),
+    ("model: {}\ntrain: {lr: 0.1,\n  lrr: 1}\n", "t.yaml, line 3: 'train.lrr' is not a setting"),
     ("model:\n  labels: []\n", "'model.labels' is not a setting (set from the label columns)"),
     ("- a\n- b\n", "t.yaml: a training config is a mapping"),
 ])
@@ -163,7 +165,8 @@ def test_config_file_errors_are_one_line_naming_file_line_and_field(text, messag
 
 
 @pytest.mark.parametrize("item,message", [
-    ("train.lr=-1", "options: train.lr = -1: Input should be greater than 0"),
+    ("train.lr=-1", "--set 'train.lr=-1': train.lr = -1: Input should be greater than 0"),
+    ("train.lr=abc", "--set 'train.lr=abc': train.lr = 'abc': Input should be a valid number"),
     ("train.average_tail=0.5", "'train.average_tail' is not a setting"),
     ("model.loss=bogus", "model.loss = 'bogus'"),
     ("lr=1e-4", "write SECTION.FIELD=VALUE"),
@@ -206,3 +209,12 @@ def test_a_card_with_a_removed_field_still_loads():
     model = EvaluationModel.load(folder)
     pred = model.predict([{"id": "a", "source": "The council approved the budget.", "candidate": "Budget passed."}])
     assert pred.ids == ["a"] and all(v is not None for col in pred.scores.values() for v in col)
+
+
+def test_a_missing_label_column_names_the_data_file(train_records, tmp_path):
+    data = write_records(train_records, tmp_path / "labelled.jsonl")
+    res = CliRunner().invoke(app, ["train", "--data", str(data), "--label-col", "judge.nope", "--out",
+                                   str(tmp_path / "m")])
+    assert res.exit_code == 2, res.output
+    assert f"{data}: label column(s) ['judge.nope'] not found" in res.output, res.output
+    assert "Traceback" not in res.output

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -369,11 +369,21 @@ def read_config_file(path: str | Path) -> dict[str, dict]:
 
 
 def _line_of(text: str, key: str) -> int:
-    """The first line (1-based) where ``key:`` starts a YAML mapping entry (0: not found)."""
-    import re
+    """The line (1-based) of the mapping key ``key``: a top-level key first, else a key of a section;
+    block or flow style (``train: {lr: 1}``); 0: not found."""
+    import yaml
 
-    m = re.search(rf"^\s*['\"]?{re.escape(key)}['\"]?\s*:", text, flags=re.M)
-    return text.count("\n", 0, m.start()) + 1 if m else 0
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError:
+        return 0
+    if not isinstance(root, yaml.MappingNode):
+        return 0
+    inner = [pair for _, v in root.value if isinstance(v, yaml.MappingNode) for pair in v.value]
+    for k, _ in root.value + inner:
+        if isinstance(k, yaml.ScalarNode) and k.value == key:
+            return k.start_mark.line + 1  # YAML marks count lines from 0
+    return 0
 
 
 def _check_field(section: str, name: str, where: str) -> None:
@@ -406,8 +416,20 @@ def apply_overrides(sections: dict[str, dict], overrides: list[str] | tuple[str,
             value = yaml.safe_load(raw) if raw.strip() else None
         except yaml.YAMLError:
             value = raw
+        _check_value(section, name, value, f"--set '{item}'")
         out.setdefault(section, {})[name] = value
     return out
+
+
+def _check_value(section: str, name: str, value: Any, where: str) -> None:
+    """Raise `InputError` naming ``where`` when pydantic rejects ``value`` for ``section.name`` (checked
+    with the other fields at their defaults; `build_configs` checks the merged settings again)."""
+    try:
+        SECTIONS[section].model_validate({name: value})
+    except ValidationError as exc:
+        for e in exc.errors():
+            if e["loc"] and str(e["loc"][0]) == name:
+                raise InputError(f"{where}: {section}.{name} = {value!r}: {e['msg']}") from None
 
 
 def build_configs(sections: dict[str, dict], where: str = "training config") -> tuple[ModelConfig, TrainConfig]:

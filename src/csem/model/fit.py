@@ -212,7 +212,7 @@ def fit(records: Sequence[Mapping[str, Any]], label_col: str | Sequence[str] | S
     model = train_student(ts.records, ts.label_cols, mode, config, train_config, ts.dev_records,
                           label_range=ts.label_range, preferences=ts.preferences, lower_cache=lower_cache,
                           provenance={"judge": ts.judge, "rubric": ts.rubric, "notes": notes},
-                          contrast=contrast, contrast_where=contrast_where)
+                          contrast=contrast, contrast_where=contrast_where, where=where)
     _card_entries(model.card, ts)
     if out_dir is not None and is_global_zero():
         model.save(out_dir)

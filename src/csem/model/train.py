@@ -258,6 +258,7 @@ def train_student(
     contrast: Sequence[Mapping[str, Any]] | None = None,
     contrast_where: str = "contrast pairs",
     init: "EvaluationModel | str | Path | None" = None,
+    where: str = "training data",
 ) -> EvaluationModel:
     """Train one student (or a seed ensemble) on prepared rows; `csem.model.fit.fit` calls it.
 
@@ -277,6 +278,7 @@ def train_student(
         contrast: rule-made (better, worse) pair rows for the contrast stage (`contrast_stage`).
         contrast_where: the pairs' file, named in errors.
         init: a trained student (or its folder) to start from; None: ``train_config.init``.
+        where: the training data's name in errors (its file).
 
     Returns:
         The trained `EvaluationModel` (best dev epoch when a dev set is
@@ -288,11 +290,11 @@ def train_student(
     tc = train_config or TrainConfig()
     start = _initial(init if init is not None else tc.init)
     options = dict(label_range=label_range, provenance=provenance, preferences=preferences,
-                   lower_cache=lower_cache, contrast=contrast, contrast_where=contrast_where)
+                   lower_cache=lower_cache, contrast=contrast, contrast_where=contrast_where, where=where)
     if config is not None and config.members > 1:  # a seed ensemble: one student per seed, one folder
         return train_ensemble(records, label_cols, mode, config, tc, dev_records, start=start, **options)
     config, module, run = prepare_run(records, label_cols, mode, config, tc, dev_records, label_range=label_range,
-                                      preferences=preferences, lower_cache=lower_cache)
+                                      preferences=preferences, lower_cache=lower_cache, where=where)
     builder = _builder(module, config, tc)
     if config.overlap_features:  # the lexical output term starts at a fit of the features alone
         module.init_overlap_heads(builder(run.records))
@@ -327,7 +329,8 @@ def train_ensemble(records: Sequence[Mapping[str, Any]], label_cols: Sequence[st
 
 def prepare_run(records: Sequence[Mapping[str, Any]], label_cols: Sequence[str], mode: str,
                 config: ModelConfig | None, tc: TrainConfig, dev_records: Sequence[Mapping[str, Any]] | None, *,
-                label_range: Any, preferences: Any, lower_cache: dict | None) -> tuple[ModelConfig, Any, RunState]:
+                label_range: Any, preferences: Any, lower_cache: dict | None,
+                where: str = "training data") -> tuple[ModelConfig, Any, RunState]:
     """Set-up: check the data (label specs from it), seed everything, build the module and the run's
     state; with ``tc.train_layers`` freeze the lower encoder layers (their token states go to
     ``run.lower_cache``, the caller's ``lower_cache`` when given)."""
@@ -338,7 +341,8 @@ def prepare_run(records: Sequence[Mapping[str, Any]], label_cols: Sequence[str],
         specs = preferences.check(records, mode)
         config = config.model_copy(update={"loss": "pairwise"})
     else:
-        specs = check_training_data(records, list(label_cols), mode, label_range=label_range, min_rows=tc.min_rows)
+        specs = check_training_data(records, list(label_cols), mode, label_range=label_range, min_rows=tc.min_rows,
+                                    where=where)
     config = ModelConfig.model_validate({**config.model_dump(), "labels": [s.model_dump() for s in specs]})
     if dev_records is not None:
         check_dev_data(dev_records, specs, mode)
