@@ -265,6 +265,14 @@ def test_help_never_cuts_option_names():
     assert len(train.splitlines()) <= 60, (len(train.splitlines()), train)
 
 
+def test_help_shows_boolean_flags_without_a_value_type():
+    train = CliRunner().invoke(app, ["train", "--help"], terminal_width=100).output
+    judge = CliRunner().invoke(app, ["judge", "--help"], terminal_width=100).output
+    assert "<bool>" not in train + judge, train + judge
+    assert "--print-config" in train and "--no-progress" in judge and "<path>" in train  # other types still shown
+    assert "Eq. 9" not in train
+
+
 def test_score_and_precision_help_say_what_they_do():
     out = " ".join(CliRunner().invoke(app, ["score", "--help"], terminal_width=80).output.split())
     out = out.replace("│", "").replace("  ", " ")

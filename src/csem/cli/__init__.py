@@ -127,8 +127,25 @@ def _help_width() -> None:
         rich_utils.MAX_WIDTH = max(HELP_MIN_WIDTH, shutil.get_terminal_size((HELP_MIN_WIDTH, 24)).columns)
 
 
+def _plain_flags() -> None:
+    """Help shows a boolean flag (``--print-config``, ``--progress/--no-progress``) without a value
+    type: typer's rich help writes ``<bool>`` after every option, which reads as if the flag took a value."""
+    from typer.core import TyperOption
+
+    if getattr(TyperOption.display_type_rich, "_csem_plain_flags", False):
+        return
+    shown = TyperOption.display_type_rich
+
+    def display_type_rich(self, ctx):
+        return None if self.is_flag and not self.count else shown(self, ctx)
+
+    display_type_rich._csem_plain_flags = True
+    TyperOption.display_type_rich = display_type_rich
+
+
 HELP_MIN_WIDTH = 100
 _help_width()
+_plain_flags()
 
 app = typer.Typer(cls=_ErrorMappingGroup, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="csem: LLM judges (G-Eval) and learned evaluation metrics distilled from them (CSEM).")

@@ -95,7 +95,8 @@ def train(
     rubric: Optional[str] = typer.Option(None, help="rubric of the labels, for the metric card"),
     col: Optional[List[str]] = col_option(),
 ) -> None:
-    """Train an evaluation model (encoder + Eq. 9/10 features + heads) and save it with its metric card."""
+    """Train an evaluation model (a text encoder, features comparing the candidate with its source or
+    reference, one head per aspect) and save it with its metric card."""
     from csem.data.records import check_output_path, read_records
     from csem.model.config import dump_config
     from csem.model.fit import fit
