@@ -24,6 +24,7 @@ import traceback
 from pathlib import Path
 
 from benchmarks import suite
+from csem.cli import error_message, exit_code
 
 ROOT = suite.HERE.parent
 PAGES = ("README.md", "docs/benchmarks/*.md", "docs/research/*.md")
@@ -163,16 +164,22 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             suite.write_results(n, results, suite.load(n).report(results), args.results_dir)
         return 0
-    failed = []
+    failed, bad_input = [], []
     for n in names:
         try:
             run_one(n, args.quick, args.results_dir)
-        except Exception:  # one broken benchmark must not hide the others' results; reported below
-            traceback.print_exc()
+        except Exception as exc:  # one broken benchmark must not hide the others' results; reported below
+            if exit_code(exc) == 2:  # bad input (a data set that is not there): one line, as the CLI does
+                print(f"error: {n}: {error_message(exc)}", file=sys.stderr)
+                bad_input.append(n)
+            else:
+                traceback.print_exc()
             failed.append(n)
     if failed:
-        print(f"failed: {', '.join(failed)}", file=sys.stderr)
-        return 1 if len(failed) == len(names) else 3
+        if len(failed) < len(names):
+            print(f"failed: {', '.join(failed)}", file=sys.stderr)
+            return 3
+        return 2 if len(bad_input) == len(names) else 1
     return 0
 
 

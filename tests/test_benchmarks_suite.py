@@ -38,6 +38,16 @@ def test_unknown_benchmark_is_bad_usage_exit_2():
     assert res.returncode == 2 and "no_such_benchmark" in res.stderr
 
 
+def test_a_missing_data_set_is_one_line_exit_2(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CSEM_DATA": str(tmp_path / "nowhere")}
+    res = subprocess.run([sys.executable, "-m", "benchmarks", "run", "baselines_summeval", "--quick", "--results-dir",
+                          str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr and res.stderr.strip().splitlines()[-1].startswith(
+        f"error: baselines_summeval: {tmp_path / 'nowhere' / 'summeval'}: no such file or folder"), res.stderr
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("name", suite.available())
 def test_module_has_the_interface_and_imports_only_the_public_api(name):
     path = suite.HERE / f"{name}.py"
