@@ -20,6 +20,7 @@ of ``"s"`` and ``" s"`` for each score, written once in `csem.llm.providers.scor
 from __future__ import annotations
 
 import asyncio
+import atexit
 import hashlib
 import os
 import threading
@@ -271,6 +272,18 @@ class LlamaCppBackend:
 
 _LOADED: dict[tuple, LlamaCppBackend] = {}
 _LOADED_LOCK = threading.Lock()
+
+
+@atexit.register
+def close_loaded() -> None:
+    """Close every shared model (`llama_cpp_backend`) while the interpreter still runs: left to
+    ``Llama.__del__`` at interpreter shutdown, llama-cpp-python's teardown finds its module globals
+    gone and prints ``Exception ignored in: <function Llama.__del__ ...>``."""
+    with _LOADED_LOCK:
+        backends = list(_LOADED.values())
+        _LOADED.clear()
+    for b in backends:
+        b.close()
 
 
 def llama_cpp_backend(target: str, **options) -> LlamaCppBackend:
