@@ -169,3 +169,16 @@ def test_fitted_calibration_is_applied_to_the_judged_rows(setup, tmp_path):
                            [r[f"{col}@student"] for r in rows]) or (0.0, 1.0)
     for r in rows:
         assert r[col] == pytest.approx(a + b * r["judge.coherence"])
+
+
+def test_defer_says_what_it_does_and_shows_the_judges_progress(setup, tmp_path):
+    """While the judge works, stderr has the line saying which rule picks the rows and csem judge's
+    progress bar (done/total); --no-progress leaves only the line."""
+    n = setup[3]
+    want = int(0.34 * n + 0.5)
+    res, _ = _score(setup, tmp_path, "--defer", "0.34", "--defer-by", "mc")
+    assert res.exit_code == 0, res.output
+    assert f"scoring {n} records, then judging those the student is least sure of (mc rule)" in res.stderr
+    assert f"{want}/{want}" in res.stderr, res.stderr
+    quiet, _ = _score(setup, tmp_path, "--defer", "0.34", "--defer-by", "mc", "--no-progress", cache="d.sqlite")
+    assert quiet.exit_code == 0 and f"{want}/{want}" not in quiet.stderr, quiet.stderr

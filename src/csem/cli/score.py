@@ -33,9 +33,11 @@ def score(
                                           "those the student is least sure of (--defer-by); needs --judge, --rubric"),
     defer_budget: Optional[int] = typer.Option(None, "--defer-budget", help="cascade: judge this many records "
                                                "(instead of --defer)"),
-    defer_by: Optional[str] = typer.Option(None, "--defer-by", help="deferral rule: std (seed-ensemble members' "
-                                           "deviation) | mc (MC-dropout deviation) | neighbours (score close to a "
-                                           "rival of the same source) | random; default std for an ensemble, else mc"),
+    defer_by: Optional[str] = typer.Option(None, "--defer-by", help="which records go to the judge: std (where "
+                                           "the seed-ensemble members disagree most) | mc (where the score varies "
+                                           "most over MC-dropout samples of the heads) | neighbours (where the score "
+                                           "is closest to a rival candidate of the same source) | random (a random "
+                                           "sample); default std for an ensemble, else mc"),
     judge_uri: Optional[str] = typer.Option(None, "--judge", help="cascade: the judge's backend URI"),
     rubric: Optional[str] = typer.Option(None, "--rubric", help="cascade: rubric ids, comma-separated (their "
                                          "aspects must be aspects of the student)"),
@@ -50,6 +52,8 @@ def score(
     judge_opt: Optional[List[str]] = typer.Option(None, "--judge-opt", help="cascade: backend option KEY=VALUE"),
     dry_run: bool = typer.Option(False, "--dry-run", help="cascade: count the judge calls and their prompt tokens; "
                                  "judge nothing, write nothing"),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="cascade: the judge's progress bar with "
+                                  "ETA on stderr"),
 ) -> None:
     """Score (source, candidate, reference) records with a learned metric.
 
@@ -93,11 +97,13 @@ def score(
         from csem.cli.judge import default_cache, parse_options
 
         rule = defer_by or ("std" if m.config.members > 1 else "mc")
+        typer.echo(f"scoring {len(records)} records, then judging those the student is least sure of ({rule} rule)",
+                   err=True)
         pred = m.predict(records, name=name, batch_size=batch_size, precision=precision, mc_dropout=mc_dropout,
                          defer=defer, defer_budget=defer_budget, defer_by=rule, judge=judge_uri, rubric=rubric,
                          judge_rescale=judge_rescale, judge_calibration=judge_calibration,
                          judge_cache=judge_cache or default_cache(),
-                         judge_options=parse_options(judge_opt), dry_run=dry_run)
+                         judge_options=parse_options(judge_opt), dry_run=dry_run, progress=progress)
         raise typer.Exit(deferred_outcome(pred, out, judge_cache or default_cache(), dry_run))
     pred = m.predict(records, name=name, batch_size=batch_size, mc_dropout=mc_dropout, precision=precision)
     write_records(pred.records, out)
