@@ -37,7 +37,7 @@ def repeat_sources(records: Sequence[Mapping[str, Any]], share: float, seed: int
     source ids (``doc_id``, else the record's ``id``). Same records, share and seed: same sources.
 
     Raises:
-        ValueError: ``share`` outside [0, 1].
+        InputError: ``share`` outside [0, 1].
     """
     if not 0.0 <= share <= 1.0:
         raise InputError(f"repeatability must be a share of the sources in [0, 1], got {share}")
@@ -60,7 +60,7 @@ def second_rendering(rubrics: Sequence[Rubric], mode: str, repeat_rubrics: Seque
     ``second samples``; see the module docstring).
 
     Raises:
-        ValueError: a rubric without a paraphrase (and no second file), or second rubric files that do not
+        InputError: a rubric without a paraphrase (and no second file), or second rubric files that do not
             match the first ones (count, aspects, scale).
     """
     if repeat_rubrics:
