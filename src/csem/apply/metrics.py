@@ -27,7 +27,6 @@ from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 from csem.errors import InputError
 
-
 Scores = dict[str, list["float | None"]]
 
 

@@ -43,7 +43,6 @@ import pyarrow as pa
 
 from csem.errors import InputError
 
-
 try:
     import ray
     import ray.data

@@ -113,7 +113,7 @@ class CurveConfig(_Strict):
     @model_validator(mode="after")
     def _shares(self) -> "CurveConfig":
         if any(not 0 < s <= 1 for s in self.shares) or sorted(set(self.shares)) != list(self.shares):
-            raise ValueError(f"curve.shares must rise, each in (0, 1]: {self.shares}")
+            raise InputError(f"curve.shares must rise, each in (0, 1]: {self.shares}")
         return self
 
 

@@ -243,7 +243,7 @@ def plot_student_vs_judge(records: Sequence[Mapping], student: str, judge: str, 
     plt = _pyplot()
     rows = [r for r in records if r.get(student) is not None and r.get(judge) is not None]
     if len(rows) < 2:
-        raise ValueError(f"fewer than 2 records with both '{student}' and '{judge}'")
+        raise InputError(f"fewer than 2 records with both '{student}' and '{judge}'")
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(9.6, 4.2), gridspec_kw={"width_ratios": [3, 2]})
     systems = list(dict.fromkeys(str(r.get("system_id")) for r in rows))
     cmap = plt.get_cmap("tab10" if len(systems) <= 10 else "tab20")

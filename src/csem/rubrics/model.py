@@ -254,11 +254,11 @@ class Rubric(RubricBase):
         if p is None:
             return self
         if p.aspects is not None and [c.aspect for c in p.aspects] != names:
-            raise ValueError(f"paraphrase.aspects must reword the aspects {names} in order")
+            raise InputError(f"paraphrase.aspects must reword the aspects {names} in order")
         if not self.aspects and p.aspects is not None:
-            raise ValueError("paraphrase.aspects is for a multi-aspect rubric; write paraphrase.criteria")
+            raise InputError("paraphrase.aspects is for a multi-aspect rubric; write paraphrase.criteria")
         if self.aspects and p.criteria is not None:
-            raise ValueError("paraphrase.criteria is for a single-aspect rubric; write paraphrase.aspects")
+            raise InputError("paraphrase.criteria is for a single-aspect rubric; write paraphrase.aspects")
         return self
 
     @property
@@ -278,7 +278,7 @@ class Rubric(RubricBase):
         """
         p = self.paraphrase
         if p is None:
-            raise ValueError(f"rubric {self.id} has no paraphrase (a second wording for the judge's repeatability); "
+            raise InputError(f"rubric {self.id} has no paraphrase (a second wording for the judge's repeatability); "
                              "add a 'paraphrase' section to it or give a second rubric file")
         data = {**self.model_dump(), "id": f"{self.id}~paraphrase", "version": f"{self.version}~paraphrase",
                 "paraphrase": None}
