@@ -178,7 +178,8 @@ def test_bad_architecture_is_one_line_exit_2(tmp_path):
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 2
     assert [ln for ln in res.stderr.splitlines() if ln.strip()] == [
-        "csem: error: options: model.architecture = 'bogus': Input should be 'bi-encoder' or 'unified'"]
+        "csem: error: --set 'model.architecture=bogus': model.architecture = 'bogus': "
+        "Input should be 'bi-encoder' or 'unified'"]
     assert not (tmp_path / "m").exists()
 
 

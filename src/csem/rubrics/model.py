@@ -250,9 +250,10 @@ class Rubric(RubricBase):
 
     @model_validator(mode="after")
     def _paraphrase_fits(self) -> "Rubric":
-        p, names = self.paraphrase, [c.aspect for c in self.criteria_list]
-        if p is None:
-            return self
+        p = self.paraphrase
+        if p is None or not (self.aspects or (self.aspect and self.criteria)):
+            return self  # no paraphrase, or a form _one_form refuses with its own message
+        names = [c.aspect for c in self.criteria_list]
         if p.aspects is not None and [c.aspect for c in p.aspects] != names:
             raise InputError(f"paraphrase.aspects must reword the aspects {names} in order")
         if not self.aspects and p.aspects is not None:
