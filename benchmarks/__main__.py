@@ -80,7 +80,9 @@ def headline(results_dir: Path, pages: str = "docs/benchmarks/") -> str:
     ca = _results("cascade", results_dir)
     if ca and ca.get("headline"):
         h = ca["headline"]
-        rows.append([f"[cascade]({pages}cascade.md): {h.get('what', '')}", suite.fmt(h.get("value")),
+        share = h.get("value")
+        rows.append([f"[cascade]({pages}cascade.md): {h.get('what', '')}",
+                     "not reached" if share is None else f"{share * 100:.0f}%",
                      str(h.get("compare", ""))])
     sp = _results("scoring_speed", results_dir)
     if sp and sp.get("headline"):
