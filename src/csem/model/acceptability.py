@@ -31,7 +31,7 @@ does that beside the regressor, so it cannot disturb what the regressor learned 
 
 The gate is off for models trained with the ``pairwise`` loss alone (their scores have no scale
 minimum) or the ``ce`` loss (several outputs per aspect). Measured on SummEval in
-``benchmarks/results/student_contrast.md`` (sanity suite with and without the gate).
+``research/student_contrast/student_contrast.md`` (sanity suite with and without the gate).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ HIDDEN = 32
 #: lexical features the gate does not read: where a candidate's material sits in the source and in which
 #: order, and a pronoun first, describe a real summary's coherence or lead bias (the heads' business), not
 #: whether it is a text at all; SummEval's M9 writes its extracted sentences out of source order, starting
-#: with "She"/"He", and a gate reading these rejected them as broken (benchmarks/results/student_contrast.md)
+#: with "She"/"He", and a gate reading these rejected them as broken (research/student_contrast/student_contrast.md)
 EXCLUDED_FEATURES = ("mean_position", "first_position", "order_inversions", "lead_coverage", "pronoun_first")
 #: where a fully rejected text's normalised output goes (scale widths below the minimum)
 REJECT = -4.0

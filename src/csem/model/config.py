@@ -1,7 +1,7 @@
 """Typed configuration of the learned evaluation model (``ModelConfig``) and its training (``TrainConfig``).
 
 Defaults: the recipe chosen by cross-validation on the training documents of the SummEval GPT-4
-distillation benchmark (600 judge-labelled rows; ``benchmarks/results/student_cv.md``,
+distillation benchmark (600 judge-labelled rows; ``research/student_summeval_stages/student_cv.md``,
 ``bench_student_summeval.py``), with documents held out (grouped 3-fold) and with systems held
 out (3 folds of 4 systems): a bi-encoder (CSEM Eq. 10 / Eq. 9 features, COMET's estimator) whose
 top 2 encoder layers are fine-tuned over cached lower-layer states, sources cut to 256 tokens, the
@@ -121,7 +121,7 @@ class ModelConfig(BaseModel):
             where the systems to be scored are those of the training data. ``novelty`` wins the
             SummEval cross-validation with systems held out (0.446 vs 0.417, 3 seeds) and loses the
             teacher pool's (0.260 vs 0.340, whose judge follows length): for students that will
-            score systems their training data lacks (benchmarks/results/student_novelty.md,
+            score systems their training data lacks (research/student_contrast/student_novelty.md,
             teacher_pool_cv_novelty.md). Folders saved before the option existed load as ``overlap``.
         feature_hidden: hidden units of the ``lexical`` set's output MLP.
         acceptability_gate: after training, fit the acceptability gate
@@ -138,7 +138,7 @@ class ModelConfig(BaseModel):
             ``members`` times the training and scoring time of one. 1 (default): one student. At
             9,583 teacher labels five default students reached 0.486 +- 0.029 summary-level
             Spearman with their teacher and the mean of their scores 0.534
-            (``benchmarks/results/teacher_scale_ensemble.md``). Folders saved before the option
+            (``research/teacher_scale/teacher_scale_ensemble.md``). Folders saved before the option
             existed load as one student.
         labels: the aspects and their scales.
     """
@@ -242,7 +242,7 @@ class TrainConfig(BaseModel):
             (``contrast_per_record=0``): with ``contrast_per_record=1`` and these settings (at most 400
             pairs, 1 epoch, mixed in with weight 0.5, 8 pairs per batch) the student won the
             cross-validation with systems held out on SummEval's training documents (0.448 vs 0.376
-            held-out Spearman with the GPT-4 labels, one seed; ``benchmarks/results/student_contrast.md``)
+            held-out Spearman with the GPT-4 labels, one seed; ``research/student_contrast/student_contrast.md``)
             but lost the grouped cross-validations on the main job's training articles (0.211 vs 0.303,
             3 seeds; ``main_job_recipe.md``) and on 1,800 of the teacher pool's training candidates
             (0.133 +- 0.058 vs 0.316 +- 0.033, 3 seeds x 2 folds by source; ``teacher_pool_cv.md``).

@@ -50,7 +50,7 @@ def resolve_precision(precision: str, device: torch.device) -> torch.dtype | Non
     ``auto``: bf16 on a CUDA device that supports it, fp16 on other CUDA devices, fp32 on a CPU. (Until
     0.1 ``auto`` meant bf16 on CPUs with AMX or AVX512-BF16; bf16's 8-bit mantissa rounds a 1-5 score to
     steps of 1/32 to 1/64 (3.875, 3.90625), which tied candidates in reranking, so the CPU default is
-    fp32: ``benchmarks/results/student_summeval.json`` under ``precision_ties`` counts the ties of both.)
+    fp32: ``research/student_summeval_stages/student_summeval.json`` under ``precision_ties`` counts the ties of both.)
 
     Raises:
         ValueError: unknown precision.
