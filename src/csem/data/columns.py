@@ -1,6 +1,6 @@
 """The one grammar of score column names: parse, format, and list the score columns of records.
 
-Every module that reads or writes score columns goes through this one (issue 9).
+Every module that reads or writes score columns goes through this one.
 
 Grammar (``<aspect>`` and ``<name>`` never contain ``.`` or ``@``)::
 

@@ -2,7 +2,7 @@
 
 A student learns to rank *real* candidates from its teacher's labels; it never sees a degenerate one,
 so nothing stops it from scoring ``"the the the ..."``, half a sentence or a word salad above a real
-summary, and a generator optimised against it (MRT, a TRL reward) finds such texts (issue 24). The
+summary, and a generator optimised against it (MRT, a TRL reward) finds such texts. The
 field's remedy for missing negatives is to make them by rule and learn from them (UniEval, Zhong et
 al. 2022: a boolean "is this a coherent summary?" classifier trained on rule-made negatives). The gate
 does that beside the regressor, so it cannot disturb what the regressor learned from the teacher:

@@ -93,7 +93,7 @@ from csem.pipeline.state import RunState, fingerprint
 
 #: collect settings added after run folders existed: left out of the collect fingerprint at their default
 #: value (which does what csem did before), so a finished run does not collect again after an upgrade
-COLLECT_FIELDS_ADDED = ("truncated",)  # 7 December 2026
+COLLECT_FIELDS_ADDED = ("truncated",)
 
 console = Console(stderr=True)
 
@@ -191,7 +191,7 @@ class Pipeline:
         self._running = {"stage": name, "fingerprint": fp, "force": force}  # for a stage that resumes itself (mrt)
         t0 = time.perf_counter()
         summary = fn()
-        if summary.get("failed"):  # issue 11: failed judgments never mark a stage done
+        if summary.get("failed"):  # failed judgments never mark a stage done
             raise StageIncomplete(name, summary)
         self.state.record(name, fp, outputs, summary, time.perf_counter() - t0)
 

@@ -84,7 +84,7 @@ def truncate_mid(text: str, rng: random.Random, ctx: Context) -> Perturbed | Non
     return None
 
 
-#: the sanity suite's degenerate cases (issue 24), in report order
+#: the sanity suite's degenerate cases, in report order
 SANITY_CASES = ("empty", "whitespace", "one_token", "repeated_token", "truncated", "words_shuffled", "other_summary",
                 "source_copy")
 
