@@ -179,14 +179,21 @@ def data_file(tmp_path):
     return p
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["kill-9", "ctrl-c"])
 def test_kill_during_polling_then_resume_submits_once(tmp_path, data_file, sig):
     out = tmp_path / "labelled.jsonl"
     plan = ["validating"] + ["in_progress"] * 400 + ["finalizing", "completed"]
     with FakeBatchServer(plan=plan) as fake:
         args = annotate_args(data_file, out, fake, "--batch", "--batch-poll", "0.05")
+        # Ctrl-C as a terminal delivers it: the child starts with SIGINT's default disposition. A
+        # runner started in the background by a non-interactive shell ignores SIGINT, and a Python
+        # child that inherits SIG_IGN installs no KeyboardInterrupt handler (it would poll on).
         proc = subprocess.Popen([sys.executable, "-m", "csem", *map(str, args)], cwd=REPO,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_default_sigint)
         state = tmp_path / "labelled.jsonl.batch" / "state.json"
         deadline = time.time() + 120
         while time.time() < deadline and fake.retrieves < 3:
@@ -384,10 +391,12 @@ def test_dry_run_counts_are_the_llama_judges_own(tmp_path):
 def test_api_annotate_with_batch_and_prices(tmp_path):
     import csem
 
-    with FakeBatchServer() as fake:
+    # the provider has finished the batch at the first status request: ``batch=True`` polls every 30 s
+    # (BatchOptions' default), and this test is about the API's arguments, not the waiting
+    with FakeBatchServer(plan=("validating", "completed")) as fake:
         s = csem.annotate(records(4), RUBRIC, f"openai:{MODEL}", out=tmp_path / "l.jsonl", backend_options=opts(fake),
                           batch=True, prices={"input": 1.0, "output": 4.0})
-        assert (s["judged"], fake.creations) == (4, 1) and s["cost_usd"] > 0
+        assert (s["judged"], fake.creations, fake.served) == (4, 1, ["completed"]) and s["cost_usd"] > 0
         assert (tmp_path / "l.jsonl.batch" / "state.json").exists() and (tmp_path / "l.jsonl").exists()
         prov = json.loads((tmp_path / "l.jsonl.judge.json").read_text())
         assert prov["cost_usd"] == s["cost_usd"] and prov["prices"]["input"] == 1.0
