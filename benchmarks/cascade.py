@@ -29,6 +29,14 @@ interpolation between grid points). Two-stage reranking (the student's top K of 
 picks among them): the judge's score of the pick vs the judge's best and the student-only pick, and the
 reference's score of each pick, K = 2, 3.
 
+The main job's held-out articles (a finished run folder of ``csem run package:summarization.yaml``: the
+main job benchmark's ``benchmarks/.cache/main_job``, or the folder ``$CSEM_CASCADE_RUN_DIR`` names; no
+folder, no section): two-stage reranking of each held-out article's candidates (N = its systems' samples)
+by the run's student (``scored.jsonl``, split ``test``) and the run's judge, whose label of every candidate
+the annotate stage wrote; no reference beyond the judge. Beside the pick: the judge's best, the
+student's own pick, a random candidate (the mean), a random shortlist of K (the judge's expected best of
+K candidates drawn at random, exact) and the longest K (the length baseline).
+
 Students are cached (scores and deviations) under ``benchmarks/.cache/cascade/`` so a rerun reports
 without retraining; the plot is the docs page's figure (``docs/benchmarks/cascade.png``; ``benchmarks/results``
 holds only what the suite's writer writes).
@@ -43,6 +51,7 @@ import gzip
 import hashlib
 import json
 import math
+import os
 import statistics
 import time
 from pathlib import Path
@@ -52,7 +61,7 @@ from benchmarks import suite
 POOL = suite.POOL
 CACHE = suite.CACHE / "cascade"
 PLOT = suite.HERE.parent / "docs" / "benchmarks" / "cascade.png"  # the figure of the docs page
-SEEDS = (12,)  # SummEval's students: one default fit took 38 min on the shared 2-core machine (load ~15)
+SEEDS = (12, 13, 14)  # SummEval's students: one default fit takes 15-40 min on the shared 2-core machine
 SHARES = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)  # the reported shares
 GRID = tuple(i / 20 for i in range(21))  # every 5%: areas and the 90% point
 DRAWS = 10  # random deferral: mean of this many draws
@@ -62,6 +71,8 @@ SINGLE_RULES = ("mc", "neighbours", "random")
 ENSEMBLE_RULES = ("std", "mc", "neighbours", "random")
 KS = (2, 3)
 SHIPPED = "news-relevance-minilm"  # the teacher pool's student, shipped with csem
+MAIN_JOB = suite.CACHE / "main_job"  # the main job benchmark's run folder (``csem run package:summarization.yaml``)
+MAIN_JOB_ENV = "CSEM_CASCADE_RUN_DIR"  # another finished run folder of the summarization pipeline
 
 
 def _log(msg: str) -> None:
@@ -342,7 +353,8 @@ def rerank_set(data: dict, students: list[dict]) -> dict:
     out: dict = {"sources": len(keep), "candidates": sum(sizes[g] for g in keep), "by_k": {}}
     for k in KS:
         rows = {"judge_of_pick": [], "judge_best": [], "judge_of_student_pick": [], "judge_mean": [],
-                "ref_of_pick": [], "ref_of_judge_pick": [], "ref_of_student_pick": [], "ref_mean": []}
+                "judge_random_k": [], "ref_of_pick": [], "ref_of_judge_pick": [], "ref_of_student_pick": [],
+                "ref_mean": []}
         calls = 0
         for st in students:
             per_aspect = {key: [] for key in rows}
@@ -365,6 +377,7 @@ def rerank_set(data: dict, students: list[dict]) -> dict:
                     acc["judge_best"].append(max(js))
                     acc["judge_of_student_pick"].append(test[short[g][0]][f"judge.{a}"])
                     acc["judge_mean"].append(statistics.fmean(js))
+                    acc["judge_random_k"].append(expected_best_of_random(js, k))
                     acc["ref_of_pick"].append(test[picks[g]][f"ref.{a}"])
                     acc["ref_of_judge_pick"].append(test[best][f"ref.{a}"])
                     acc["ref_of_student_pick"].append(test[short[g][0]][f"ref.{a}"])
@@ -376,6 +389,87 @@ def rerank_set(data: dict, students: list[dict]) -> dict:
         out["by_k"][str(k)] = {key: _mean_sd(v) for key, v in rows.items()}
         out["by_k"][str(k)]["judge_calls"] = calls
         out["by_k"][str(k)]["judge_calls_all"] = out["candidates"]
+    return out
+
+
+def expected_best_of_random(values: list[float], k: int) -> float:
+    """The expected maximum of ``k`` of ``values`` drawn at random without replacement (exact: the i-th
+    smallest of n values is the maximum of C(i-1, k-1) of the C(n, k) subsets): the judge's pick from a
+    random shortlist of K."""
+    v, n = sorted(values), len(values)
+    if k >= n:
+        return v[-1]
+    return sum(v[i] * math.comb(i, k - 1) for i in range(k - 1, n)) / math.comb(n, k)
+
+
+def main_job_folder() -> Path:
+    """The run folder the main-job section reads: ``$CSEM_CASCADE_RUN_DIR``, else :data:`MAIN_JOB`."""
+    return Path(os.environ.get(MAIN_JOB_ENV) or MAIN_JOB)
+
+
+def _main_job_run(folder: Path) -> tuple[dict, list[dict]] | str:
+    """``(run facts, held-out scored records)`` of a finished run folder, or why there is none."""
+    state_p, scored_p, card_p = folder / "state.json", folder / "scored.jsonl", folder / "model" / "metric_card.json"
+    if not (state_p.is_file() and scored_p.is_file() and card_p.is_file()):
+        return "no finished run folder there (state.json, scored.jsonl and model/metric_card.json)"
+    state = json.loads(state_p.read_text(encoding="utf-8"))
+    if "report" not in state:
+        return "the run there has not finished (state.json has no report stage)"
+    card = json.loads(card_p.read_text(encoding="utf-8"))
+    with open(scored_p, encoding="utf-8") as f:
+        test = [r for r in (json.loads(line) for line in f if line.strip()) if r.get("split") == "test"]
+    facts = {"finished_at": state["report"].get("finished_at"), "judge": card["distilled_from"]["judge"],
+             "rubrics": card["distilled_from"]["rubric"], "name": card["name"],
+             "aspects": [a["aspect"] for a in card["aspects"]],
+             "student": f"the run's model/ ({card['model']['encoder']}, {card['model'].get('members', 1)} member(s), "
+                        f"{card['training']['n_records']} labels, seed {card['training']['config']['seed']})"}
+    return facts, test
+
+
+def _pick_figures(test: list[dict], idx: list[int], scores: list, lengths: list[float], jcol: str, k: int) -> dict:
+    """One source's two-stage figures for one aspect and K (positions ``idx`` of ``test``)."""
+    from csem.apply.cascade import shortlist, two_stage_pick
+
+    js = [float(test[i][jcol]) for i in idx]
+    by_student = shortlist([scores[i] for i in idx], [0] * len(idx), k)
+    by_length = shortlist([lengths[i] for i in idx], [0] * len(idx), k)
+    judge = dict(enumerate(js))
+    pick, lpick = two_stage_pick(by_student, judge)[0], two_stage_pick(by_length, judge)[0]
+    return {"judge_of_pick": js[pick], "judge_best": max(js), "judge_of_student_pick": js[by_student[0][0]],
+            "judge_mean": statistics.fmean(js), "judge_random_k": expected_best_of_random(js, k),
+            "judge_of_length_pick": js[lpick], "pick_is_best": float(js[pick] == max(js)),
+            "overruled": float(pick != by_student[0][0])}
+
+
+def main_job_rerank(folder: Path) -> dict:
+    """Two-stage reranking on a finished main-job run's held-out articles: per aspect and K, the judge's
+    score of the pick (mean over sources) beside the judge's best, the student's own pick, the mean
+    candidate, a random shortlist of K and the longest K; ``{"folder", "missing": why}`` without a run."""
+    got = _main_job_run(folder)
+    if isinstance(got, str):
+        return {"folder": str(folder.resolve().relative_to(suite.HERE.parent))
+                if folder.resolve().is_relative_to(suite.HERE.parent) else str(folder), "missing": got}
+    facts, test = got
+    groups: dict = {}
+    for i, r in enumerate(test):
+        groups.setdefault(r["doc_id"], []).append(i)
+    cols = {a: f"metric.{facts['name']}.{a}" for a in facts["aspects"]}
+    keep = {g: idx for g, idx in groups.items() if len(idx) > max(KS) and all(
+        test[i].get(f"judge.{a}") is not None and test[i].get(c) is not None for i in idx for a, c in cols.items())}
+    lengths = [float(len(r["candidate"].split())) for r in test]
+    root = suite.HERE.parent
+    shown = folder.resolve().relative_to(root) if folder.resolve().is_relative_to(root) else folder
+    out = dict(facts, folder=str(shown), sources=len(keep), candidates=sum(len(v) for v in keep.values()),
+               per_source=sorted({len(v) for v in keep.values()}), by_k={})
+    for k in KS:
+        per: dict = {}
+        for a, col in cols.items():
+            scores = [test[i][col] for i in range(len(test))]
+            rows = [_pick_figures(test, idx, scores, lengths, f"judge.{a}", k) for idx in keep.values()]
+            per[a] = {key: statistics.fmean(r[key] for r in rows) for key in rows[0]} if rows else {}
+            per[a]["judge_calls"] = k * len(keep)  # each source has more than K candidates
+            per[a]["judge_calls_all"] = out["candidates"]
+        out["by_k"][str(k)] = per
     return out
 
 
@@ -404,6 +498,7 @@ def run(quick: bool = False) -> dict:
             students = [student(data, s, quick) for s in seeds]
         res["sets"][data["name"]] = measure_set(data, students)
         res["rerank"][data["name"]] = rerank_set(data, students)
+    res["main_job"] = main_job_rerank(main_job_folder())
     res["headline"] = headline(res)
     res["meta"]["seconds"] = time.perf_counter() - t0
     if not quick:
@@ -507,18 +602,47 @@ def report(results: dict) -> str:
         md.append("")
     md += ["## Two-stage reranking", "",
            "The student shortlists its top K of each source's candidates, the judge picks among them. Mean over "
-           "sources (and aspects), mean ± sd over seeds; the reference's score of each pick beside the judge's.", "",
-           "| set | K | judge calls (of all) | judge: pick | judge: its best | judge: student's pick | judge: mean "
-           "candidate | reference: pick | reference: judge-only pick | reference: student's pick | reference: mean |",
-           "| --- | --- |" + " --- |" * 9]
+           "sources (and aspects), mean ± sd over seeds; the reference's score of each pick beside the judge's; "
+           "*random K*: the judge's expected best of K candidates drawn at random.", "",
+           "| set | K | judge calls (of all) | judge: pick | judge: its best | judge: student's pick | judge: random K "
+           "| judge: mean candidate | reference: pick | reference: judge-only pick | reference: student's pick | "
+           "reference: mean |", "| --- | --- |" + " --- |" * 10]
     for name, rr in results["rerank"].items():
         for k, v in rr["by_k"].items():
             md.append(f"| {name} ({rr['sources']} sources) | {k} | {v['judge_calls']} ({v['judge_calls_all']}) | "
-                      + " | ".join(_pm(v[c]) for c in ("judge_of_pick", "judge_best", "judge_of_student_pick",
-                                                       "judge_mean", "ref_of_pick", "ref_of_judge_pick",
-                                                       "ref_of_student_pick", "ref_mean")) + " |")
+                      + " | ".join(_pm(v[c]) if c in v else "n/a"
+                                   for c in ("judge_of_pick", "judge_best", "judge_of_student_pick", "judge_random_k",
+                                             "judge_mean", "ref_of_pick", "ref_of_judge_pick", "ref_of_student_pick",
+                                             "ref_mean")) + " |")
+    md += [""] + _main_job_md(results.get("main_job"))
     md += ["", f"Total {meta['seconds'] / 60:.1f} min (students cached under benchmarks/.cache/cascade/ are not retrained)."]
     return "\n".join(md) + "\n"
+
+
+def _main_job_md(mj: dict | None) -> list[str]:
+    """The main job's two-stage section of the report."""
+    md = ["## Two-stage reranking on the main job's held-out articles", ""]
+    if not mj or mj.get("missing"):
+        where = mj["folder"] if mj else str(MAIN_JOB)
+        return md + [f"Not measured: {mj['missing'] if mj else 'no run folder read'} ({where}; "
+                     f"`{MAIN_JOB_ENV}` names another).", ""]
+    md += [f"Run folder `{mj['folder']}` (finished {mj['finished_at']}): {mj['sources']} held-out articles, "
+           f"{mj['candidates']} candidates ({', '.join(map(str, mj['per_source']))} per article); student: "
+           f"{mj['student']}; judge: {mj['judge']} ({mj['rubrics']}), whose label of every candidate the run holds. "
+           "Mean over articles of the judge's score: of the two-stage pick, of the judge's own best, of the "
+           "student's own pick, of the judge's pick from a random K (expected, exact), from the longest K, and of "
+           "the mean candidate; how often the pick is the judge's best and how often the judge overruled the "
+           "student. One student, one run: no seed spread.", "",
+           "| aspect | K | judge calls (of all) | calls saved | pick | judge's best | student's pick | random K | "
+           "longest K | mean candidate | pick = judge's best | judge overruled |", "| --- | --- |" + " --- |" * 10]
+    for k, per in mj["by_k"].items():
+        for a, v in per.items():
+            saved = 1 - v["judge_calls"] / v["judge_calls_all"] if v["judge_calls_all"] else 0.0
+            md.append(f"| {a} | {k} | {v['judge_calls']} ({v['judge_calls_all']}) | {saved * 100:.0f}% | "
+                      + " | ".join(_f(v[c]) for c in ("judge_of_pick", "judge_best", "judge_of_student_pick",
+                                                      "judge_random_k", "judge_of_length_pick", "judge_mean"))
+                      + f" | {v['pick_is_best'] * 100:.0f}% | {v['overruled'] * 100:.0f}% |")
+    return md + [""]
 
 
 def _first(v: dict) -> dict:
