@@ -319,6 +319,7 @@ def measure_set(data: dict, students: list[dict]) -> dict:
                 continue
             pts = [i for i, s in enumerate(GRID) if 0 < s <= 0.5]
             v["beats_random_to_50"] = all(v["curve"][i] > rnd["curve"][i] for i in pts)
+            v["beats_random_to_50_runs"] = [all(c[i] > r[i] for i in pts) for c, r in zip(v["runs"], rnd["runs"])]
             v["margin_over_random"] = {f"{GRID[i]:.2f}": v["curve"][i] - rnd["curve"][i] for i in pts}
     res["student_seconds"] = [st["train_seconds"] for st in students]
     res["students"] = sorted({st["student"] for st in students})
@@ -330,7 +331,7 @@ def _summary(runs: list[list[float]], target: float) -> dict:
     sd = [statistics.stdev(c[i] for c in runs) if len(runs) > 1 else None for i in range(len(GRID))]
     return {"curve": curve, "sd": sd, "area": _mean_sd([area(c) for c in runs]),
             "share_for_90": share_reaching(curve, target),
-            "share_for_90_runs": [share_reaching(c, target) for c in runs]}
+            "share_for_90_runs": [share_reaching(c, target) for c in runs], "runs": runs}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -591,14 +592,18 @@ def report(results: dict) -> str:
                "deviation of the scores: " + ", ".join(f"{a} student {_f(v['student_sd'])}, judge {_f(v['judge_sd'])}"
                                                       for a, v in s.get("spread", {}).items()) + ".", "",
                "| students | rule | " + " | ".join(f"{int(SHARES[i] * 100)}%" for i in range(len(SHARES)))
-               + " | area | judge calls for 90% | beats random <= 50% |",
+               + " | area | judge calls for 90% (per seed) | beats random <= 50% (seeds) |",
                "| --- | --- |" + " --- |" * (len(SHARES) + 3)]
         for kind in ("single", "ensemble", "identity"):
             for rule, v in s.get(kind, {}).items():
                 cells = [_f(v["curve"][i]) + (f" ± {_f(v['sd'][i])}" if v["sd"][i] is not None else "") for i in idx]
                 beats = "" if rule == "random" else ("yes" if v.get("beats_random_to_50") else "no")
-                md.append(f"| {kind} | {rule} | " + " | ".join(cells) + f" | {_pm(v['area'])} | "
-                          f"{_share(v['share_for_90'])} | {beats} |")
+                runs = v.get("beats_random_to_50_runs") or []
+                if rule != "random" and len(runs) > 1:
+                    beats += f" ({sum(runs)} of {len(runs)})"
+                per = v.get("share_for_90_runs") or []
+                share = _share(v["share_for_90"]) + (f" ({', '.join(_share(x) for x in per)})" if len(per) > 1 else "")
+                md.append(f"| {kind} | {rule} | " + " | ".join(cells) + f" | {_pm(v['area'])} | {share} | {beats} |")
         md.append("")
     md += ["## Two-stage reranking", "",
            "The student shortlists its top K of each source's candidates, the judge picks among them. Mean over "
