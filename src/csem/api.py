@@ -171,7 +171,9 @@ def train(data: Any, label_col: str | Sequence[str], *, out_dir: str | Path | No
             a name in neither raises TypeError.
 
     Returns:
-        The trained [`csem.model.EvaluationModel`][] (``.card`` is its metric card).
+        The trained [`csem.model.EvaluationModel`][] (``.card`` is its metric card; ``.card["verdict"]`` the
+        verdict on the dev records of sources absent from the training data, or why there is none,
+        [`csem.pipeline.trust.train_verdict`][]).
 
     Raises:
         TypeError: an unknown setting. csem.model.TrainingDataError: bad training data.
@@ -204,7 +206,7 @@ def train(data: Any, label_col: str | Sequence[str], *, out_dir: str | Path | No
     return fit(records, groups, mode=mode or config.mode, out_dir=out_dir, config=config, train_config=train_config,
                dev_records=dev_records, judge_col=judge_col, normalise=normalise, combine=combine, pairs=pairs,
                label_range=label_range, provenance=provenance, judge=judge, rubric=rubric, where=where,
-               dev_where=str(dev) if isinstance(dev, (str, Path)) else "dev data")
+               dev_where=str(dev) if isinstance(dev, (str, Path)) else "dev data", verdict=True)
 
 
 def load_metric(path: str | Path, *, device: str = "cpu") -> "EvaluationModel":

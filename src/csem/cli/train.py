@@ -128,7 +128,7 @@ def train(
                     label_range=_floats(label_range, "--label-range") if label_range else None,
                     provenance=read_provenance(data), judge=judge, rubric=rubric, where=str(data),
                     dev_where=str(dev), log=typer.echo, contrast=contrast_rows, contrast_where=str(contrast),
-                    notes=f"training config: {config_file}" if config_file else None)
+                    notes=f"training config: {config_file}" if config_file else None, verdict=True)
     _summary(model, out, timing)
 
 
@@ -150,7 +150,7 @@ def _configs(config_file: Path | None, common: dict[str, dict], sets: list[str])
 
 
 def _summary(model, out: Path, timing: "_EpochTimes") -> None:
-    """Echo the closing line (aspects, rows, dev figures, time) on the main process: under DDP
+    """Echo the closing lines (aspects, rows, dev figures, time; the verdict's headline) on the main process: under DDP
     (``--set train.strategy=ddp``) the other ranks leave writing to rank 0."""
     from csem.model.train import is_global_zero
 
@@ -167,6 +167,9 @@ def _summary(model, out: Path, timing: "_EpochTimes") -> None:
     per_epoch = f", {timing.seconds / timing.epochs:.1f} s per epoch" if timing.epochs else ""
     typer.echo(f"wrote {out} (aspects {', '.join(model.aspects)}; {rows}{summary}); trained in "
                f"{timing.seconds:.1f} s{per_epoch}")
+    v = model.card.get("verdict")
+    if v:  # the one rule's answer on the dev records (csem.pipeline.trust.train_verdict), its reasons in the card
+        typer.echo(f"verdict: {v['headline']} (why: {Path(out) / 'metric_card.md'})")
 
 
 def _architecture_of(init: str | None) -> dict:

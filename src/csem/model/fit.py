@@ -167,7 +167,8 @@ def fit(records: Sequence[Mapping[str, Any]], label_col: str | Sequence[str] | S
         provenance: Mapping[str, Any] | None = None, judge: str | None = None, rubric: str | None = None,
         notes: str | None = None, where: str = "training data", dev_where: str = "dev data",
         log: Callable[[str], Any] | None = None, lower_cache: dict | None = None,
-        contrast: Sequence[Mapping[str, Any]] | None = None, contrast_where: str = "contrast pairs") -> Any:
+        contrast: Sequence[Mapping[str, Any]] | None = None, contrast_where: str = "contrast pairs",
+        verdict: bool = False) -> Any:
     """Train a student on labelled rows: the one training entry of csem (``csem train``,
     `csem.train`, the pipeline's train stage, cross-validation and the benchmarks all call it).
 
@@ -192,6 +193,12 @@ def fit(records: Sequence[Mapping[str, Any]], label_col: str | Sequence[str] | S
             (``TrainConfig.contrast_epochs``) and mixed into label training (``contrast_mix``); without
             them ``TrainConfig.contrast_per_record`` makes pairs from the training rows.
         contrast_where: the pairs' file, named in errors.
+        verdict: put the verdict on the dev records of sources absent from the training data into the card's
+            ``verdict`` (or, without any, why there is none; [`csem.pipeline.trust.train_verdict`][]: the
+            rule of [`csem.report.verdict`][] a ``csem run`` applies to its held-out split), and the judge's
+            repeatability where the records carry ``judge.<aspect>.repeat`` scores into its
+            ``judge_repeatability``. ``csem train`` and [`csem.train`][csem.api.train] set it; a ``csem run``
+            fills the card from its own held-out split instead.
 
     Returns:
         The trained `csem.model.EvaluationModel` (best dev epoch with a dev set, else the last).
@@ -214,6 +221,13 @@ def fit(records: Sequence[Mapping[str, Any]], label_col: str | Sequence[str] | S
                           provenance={"judge": ts.judge, "rubric": ts.rubric, "notes": notes},
                           contrast=contrast, contrast_where=contrast_where, where=where)
     _card_entries(model.card, ts)
+    if verdict and is_global_zero():
+        # the one rule over the pipeline's evidence code (a standalone run measures what a pipeline does)
+        from csem.pipeline.trust import train_verdict
+
+        model.card["verdict"], rep = train_verdict(model, ts.records, ts.dev_records, ts.label_cols)
+        if rep:
+            model.card["judge_repeatability"] = rep
     if out_dir is not None and is_global_zero():
         model.save(out_dir)
     return model

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from csem.data.jsonio import write_json
-from csem.pipeline.agreement import BOOTSTRAP, agreement_table, aspect_of, baseline_scores, student_col
+from csem.pipeline.agreement import (BOOTSTRAP, agreement_table, aspect_of, baseline_rows, baseline_scores,
+                                     student_col)
 from csem.pipeline.folder import SCORED
 
 #: the curve's target: within this much of sqrt(r)
@@ -119,10 +120,28 @@ def _paired_diff(test: list[dict], aspect: str, label: str, baseline: list) -> l
     return None if math.isnan(res.ci_low) or math.isnan(res.ci_high) else [res.ci_low, res.ci_high]
 
 
-def verdict_evidence(p) -> list:
-    """The [`csem.report.verdict.AspectEvidence`][] of every label column of pipeline ``p``."""
+def _aspect_evidence(label: str, meta: list[dict], base: list[dict], test: list[dict], scores: dict,
+                     rep: dict, fits: dict):
+    """The [`csem.report.verdict.AspectEvidence`][] of one label column: the student's rows of ``meta``
+    (`csem.pipeline.agreement.agreement_table` on the scored held-out records ``test``), the baselines'
+    summary-level rows of ``base`` (`csem.pipeline.agreement.baseline_rows`) and the paired interval
+    against the best of them (its ``scores``, `csem.pipeline.agreement.baseline_scores`), the
+    repeatability report ``rep`` (``{"columns": {label: ...}}``) and the curve ``fits`` (``{aspect: fit}``)."""
     from csem.report.verdict import AspectEvidence, best_baseline
 
+    a = aspect_of(label)
+    st, sd = _row(meta, a, "student", "summary"), _row(meta, a, "student", "dataset")
+    bl = {r["scorer"]: r["spearman"] for r in base if r["aspect"] == a and r["level"] == "summary"}
+    name, _ = best_baseline(bl)
+    diff = _paired_diff(test, a, label, scores[name][label]) if name in scores else None
+    r = ((rep.get("columns") or {}).get(label) or {}).get("summary") or {}
+    return AspectEvidence(aspect=a, student=st.get("spearman"), student_ci=st.get("spearman_ci"),
+                          n_sources=st.get("n_groups"), student_dataset=sd.get("spearman"), baselines=bl,
+                          diff_ci=diff, r=r.get("r"), r_ci=r.get("ci"), curve=fits.get(a))
+
+
+def verdict_evidence(p) -> list:
+    """The [`csem.report.verdict.AspectEvidence`][] of every label column of pipeline ``p``."""
     meta = json.loads((p.run_dir / "meta.json").read_text())
     base = p.baseline_rows()
     rep = p.repeatability() or {}
@@ -133,18 +152,121 @@ def verdict_evidence(p) -> list:
     train = [r for r in rows if r.get("split") == "train"]
     labels = p.label_cols()
     scores = baseline_scores(train, test, labels)
-    out = []
-    for label in labels:
-        a = aspect_of(label)
-        st, sd = _row(meta, a, "student", "summary"), _row(meta, a, "student", "dataset")
-        bl = {r["scorer"]: r["spearman"] for r in base if r["aspect"] == a and r["level"] == "summary"}
-        name, _ = best_baseline(bl)
-        diff = _paired_diff(test, a, label, scores[name][label]) if name in scores else None
-        r = ((rep.get("columns") or {}).get(label) or {}).get("summary") or {}
-        out.append(AspectEvidence(aspect=a, student=st.get("spearman"), student_ci=st.get("spearman_ci"),
-                                  n_sources=st.get("n_groups"), student_dataset=sd.get("spearman"), baselines=bl,
-                                  diff_ci=diff, r=r.get("r"), r_ci=r.get("ci"), curve=(curve.get("fits") or {}).get(a)))
-    return out
+    return [_aspect_evidence(label, meta, base, test, scores, rep, curve.get("fits") or {}) for label in labels]
+
+
+def held_out_evidence(train: list[dict], test: list[dict], label_cols: list[str],
+                      repeatability: dict | None = None) -> list:
+    """The [`csem.report.verdict.AspectEvidence`][] of every label column from records alone, measured as a
+    ``csem run`` measures them (`verdict_evidence`): the student's agreement with its 95% interval over
+    ``BOOTSTRAP`` resampled sources, the trivial baselines and the paired interval against the best; no
+    learning curve.
+
+    Args:
+        train: the training records (the system prior and the overlap fit learn from them).
+        test: the held-out records scored by the student (``metric.<name>.<aspect>``), with ``doc_id``.
+        label_cols: the judge's columns.
+        repeatability: ``{"columns": {label: [`csem.meta.repeatability.column_repeatability`][]}}``, or None
+            (not measured).
+
+    Returns:
+        One `AspectEvidence` per label column.
+
+    Raises:
+        MissingInputError: a label column without a student column in ``test``.
+    """
+    meta = agreement_table(test, label_cols, bootstrap=BOOTSTRAP)
+    base = baseline_rows(train, test, label_cols)
+    scores = baseline_scores(train, test, label_cols)
+    return [_aspect_evidence(label, meta, base, test, scores, repeatability or {}, {}) for label in label_cols]
+
+
+def _held_out(train: list[dict], dev: list[dict] | None, label_cols: list[str]) -> tuple[list[dict], str]:
+    """The dev records that are held-out labelled sources (a ``doc_id`` not among the training records',
+    a label) and a line on what was left out or, when none is left, why."""
+    if not dev:
+        return [], ("no dev records were given (`csem train --dev FILE`, `csem.train(dev=...)`), so the student "
+                    "was never compared with its judge on sources it did not learn from: whether it beats the trivial "
+                    "baselines (length, extractiveness, the system prior, the overlap fit) is unknown. Give labelled "
+                    "candidates of other sources as the dev set, or train in a `csem run` pipeline, which holds "
+                    "sources out.")
+    seen = {r.get("doc_id") for r in train if r.get("doc_id") is not None}
+    labelled = [r for r in dev if any(r.get(c) is not None for c in label_cols)]
+    grouped = [r for r in labelled if r.get("doc_id") is not None]
+    held = [r for r in grouped if r["doc_id"] not in seen]
+    why = ("none of the dev records carries a label (" + ", ".join(label_cols) + ")" if not labelled else
+           "the dev records carry no doc_id, so the candidates of one source cannot be told apart (the rule reads "
+           "how well the student ranks them)" if not grouped else
+           "every dev source (doc_id) also appears in the training data" if not held else "")
+    if why:
+        return [], why + "; give labelled candidates of sources not in the training data as the dev set."
+    left = len(dev) - len(held)
+    note = (f"; {left} dev records without a label, a doc_id, or of a training source left out" if left else "")
+    if not seen:
+        note += "; the training records carry no doc_id, so whether the dev sources are held out is not checked"
+    return held, note
+
+
+def train_verdict(model, train: list[dict], dev: list[dict] | None, label_cols: list[str]) -> tuple[dict, dict | None]:
+    """The verdict of a standalone ``csem train`` / [`csem.train`][csem.api.train] on its dev records: the
+    rule of [`csem.report.verdict`][] (``where="train"``) on `held_out_evidence` of the dev records of
+    sources absent from the training data, scored by ``model``.
+
+    Args:
+        model: the trained [`csem.model.EvaluationModel`][].
+        train, dev: the training and dev records as trained on (dev None: none given).
+        label_cols: the judge's columns.
+
+    Returns:
+        ``(verdict, repeatability)``: the metric card's ``verdict`` entry (``status``, ``headline``, ``text``,
+        ``source``, ``aspects``; without held-out labelled sources ``status`` None, the headline
+        [`csem.report.verdict.NO_VERDICT`][] and the reason in ``text``) and its ``judge_repeatability``
+        entry (None where the records carry no ``.repeat`` scores).
+    """
+    from csem.data.columns import parse_column
+    from csem.errors import MissingInputError
+    from csem.report.verdict import NO_VERDICT, verdict
+
+    held, note = _held_out(train, dev, label_cols)
+    if not held:
+        return ({"status": None, "headline": NO_VERDICT, "text": note[0].upper() + note[1:],
+                 "source": "csem train: no held-out labelled sources"}, _repeat_report(train, dev or [], label_cols))
+    # the student's own column only: a metric column the dev file already has is left out of its copy
+    plain = [{k: v for k, v in r.items() if getattr(parse_column(k), "kind", None) != "metric"} for r in held]
+    test = model.predict(plain).records
+    rep = _repeat_report(train, test, label_cols)
+    try:
+        evidence = held_out_evidence(train, test, label_cols, rep)
+    except MissingInputError as exc:  # a label column without a student head of its aspect
+        return {"status": None, "headline": NO_VERDICT, "text": f"{exc}.", "source": "csem train"}, rep
+    v = verdict(evidence, where="train")
+    sources = len({r["doc_id"] for r in held})
+    entry = {"status": v["status"], "headline": v["headline"], "text": v["text"], "aspects": v["aspects"],
+             "source": f"csem train's dev records: {len(held)} candidates of {sources} sources not in the training "
+                       f"data, which also chose the best epoch (a slightly flattering choice){note}"}
+    return entry, rep
+
+
+def _repeat_report(train: list[dict], dev: list[dict], label_cols: list[str]) -> dict | None:
+    """The judge's repeatability from the records' ``<label>.repeat`` scores (`csem annotate --repeatability`)
+    in the layout of the card's ``judge_repeatability``, or None where no record carries one."""
+    from csem.data.columns import parse_column
+    from csem.meta.repeatability import column_repeatability
+
+    both = [*train, *dev]
+    cols, sources, cands = {}, set(), 0
+    for label in label_cols:
+        c = parse_column(label)
+        again = str(c.with_side("repeat")) if c is not None else f"{label}.repeat"
+        twice = [r for r in both if r.get(again) is not None]
+        if twice:
+            cols[label] = column_repeatability(both, label, again)
+            sources |= {r.get("doc_id") for r in twice}
+            cands = max(cands, len(twice))
+    if not cols:
+        return None
+    return {"rendering": "the records' judge.<aspect>.repeat scores", "sources": len(sources), "candidates": cands,
+            "columns": cols}
 
 
 def run_gate_audit(p) -> dict:

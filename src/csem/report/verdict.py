@@ -28,6 +28,12 @@ The status of an aspect, in order:
 * ``use-with-care``: *above* it, short of the ceiling or without a measured ``r``.
 
 The run's status is its weakest aspect's. Wording: `STATUS_TEXT`.
+
+The rule reads the same figures wherever it runs; ``where`` names what measured them and so what the verdict
+says about a figure that is missing (`NOT_MEASURED`): ``run``, a ``csem run`` pipeline (its held-out split,
+the annotate stage's repeatability, the curve stage), or ``train``, a standalone ``csem train`` /
+[`csem.train`][csem.api.train] (its dev records, the records' own ``judge.<aspect>.repeat`` columns, no
+learning curve).
 """
 
 from __future__ import annotations
@@ -51,6 +57,22 @@ STATUS_TEXT = {
                      "stays short of what the judge's own repeatability allows (or that was not measured).",
     "replace": "The student can stand in for the judge on these data: it beats the trivial baselines and comes "
                "close to the judge's agreement with itself.",
+}
+#: the headline where nothing was held out to judge the student on (the reason goes into the text)
+NO_VERDICT = "No verdict: no held-out labelled sources."
+#: where the figures come from: a ``csem run`` pipeline or a standalone ``csem train``
+WHERE = ("run", "train")
+#: what the verdict says, by ``where``, about the judge's repeatability when it was not measured (``{aspect}``
+#: is filled in) and about the learning curve when there is none (None: nothing)
+NOT_MEASURED = {
+    "run": {"repeatability": "The judge's repeatability was not measured (annotate.repeatability), so the ceiling "
+                             "is unknown.",
+            "curve": None},
+    "train": {"repeatability": "The judge's repeatability was not measured: the records carry no judge.{aspect}.repeat "
+                               "scores (`csem annotate --repeatability 0.2` writes them; train on that file), so the "
+                               "ceiling is unknown.",
+              "curve": "No learning curve: one `csem train` cannot tell whether more labels would help (the curve "
+                       "stage of a `csem run` pipeline trains on nested shares of the sources and can)."},
 }
 
 
@@ -110,9 +132,10 @@ def compare_to_baseline(e: AspectEvidence) -> str:
     return "above" if lo > 0 else "below" if hi < 0 else "level"
 
 
-def aspect_verdict(e: AspectEvidence) -> dict[str, Any]:
+def aspect_verdict(e: AspectEvidence, *, where: str = "run") -> dict[str, Any]:
     """The rule for one aspect: ``{"aspect", "status", "versus_baseline", "best_baseline", "sqrt_r",
-    "near_ceiling", "sentences"}``."""
+    "near_ceiling", "sentences"}``; ``where`` (`WHERE`) picks the sentence for an unmeasured
+    repeatability (`NOT_MEASURED`)."""
     name, b = best_baseline(e.baselines)
     versus = compare_to_baseline(e)
     sqrt_r = math.sqrt(e.r) if e.r is not None and e.r > 0 else None
@@ -141,7 +164,7 @@ def aspect_verdict(e: AspectEvidence) -> dict[str, Any]:
                  + ((f"; the student is within {CEILING_MARGIN:.2f} of it." if near else
                      f"; the student is more than {CEILING_MARGIN:.2f} below it.") if sqrt_r else "."))
     else:
-        s.append("The judge's repeatability was not measured (annotate.repeatability), so the ceiling is unknown.")
+        s.append(NOT_MEASURED[where]["repeatability"].format(aspect=e.aspect))
     if e.student_dataset is not None and e.student is not None and e.student_dataset - e.student > POOLING_GAP:
         s.append(f"Pooled over sources it reaches {_f(e.student_dataset)}: part of its agreement is telling sources "
                  "apart, not ranking one source's candidates.")
@@ -170,14 +193,27 @@ def _curve_sentences(curve: Mapping | None, sqrt_r: float | None) -> list[str]:
     return sents
 
 
-def verdict(evidence: list[AspectEvidence]) -> dict[str, Any]:
-    """The run's verdict: ``{"status", "headline", "text", "aspects": [aspect verdicts]}``; the status is the
-    weakest aspect's, the headline its sentence of `STATUS_TEXT`, ``text`` every aspect's
-    sentences and the headline."""
-    rows = [aspect_verdict(e) for e in evidence]
+def verdict(evidence: list[AspectEvidence], *, where: str = "run") -> dict[str, Any]:
+    """The verdict: ``{"status", "headline", "text", "aspects": [aspect verdicts], "where", "rule"}``; the
+    status is the weakest aspect's, the headline its sentence of `STATUS_TEXT`, ``text`` every aspect's
+    sentences, what was not measured (`NOT_MEASURED`) and the headline.
+
+    Args:
+        evidence: one `AspectEvidence` per aspect.
+        where: ``run`` (a ``csem run`` pipeline) or ``train`` (a standalone ``csem train`` on its dev
+            records): what the text says about a figure that is missing.
+
+    Raises:
+        ValueError: an unknown ``where``.
+    """
+    if where not in WHERE:
+        raise ValueError(f"where must be one of {WHERE}, got {where!r}")
+    rows = [aspect_verdict(e, where=where) for e in evidence]
     if not rows:
-        return {"status": "not-yet", "headline": "No aspect could be judged.", "text": "", "aspects": []}
+        return {"status": "not-yet", "headline": "No aspect could be judged.", "text": "", "aspects": [],
+                "where": where}
     status = min((r["status"] for r in rows), key=STATUSES.index)
-    text = " ".join(" ".join(r["sentences"]) for r in rows) + " " + STATUS_TEXT[status]
-    return {"status": status, "headline": STATUS_TEXT[status], "text": text, "aspects": rows,
+    curve = NOT_MEASURED[where]["curve"] if all(e.curve is None for e in evidence) else None
+    text = " ".join([*(" ".join(r["sentences"]) for r in rows), *([curve] if curve else []), STATUS_TEXT[status]])
+    return {"status": status, "headline": STATUS_TEXT[status], "text": text, "aspects": rows, "where": where,
             "rule": {"ceiling_margin": CEILING_MARGIN, "pooling_gap": POOLING_GAP, "target_margin": TARGET_MARGIN}}
