@@ -9,7 +9,26 @@ the real 135M model does are marked ``slow``.
 
 from __future__ import annotations
 
+import atexit
+import functools
+import shutil
+import tempfile
 from pathlib import Path
+
+
+@functools.lru_cache(maxsize=None)
+def _tokenizer_folder() -> Path:
+    """SmolLM2's tokenizer read from the packaged GGUF once per process (parsing the GGUF's metadata
+    takes seconds) and saved as a transformers folder, removed when the process exits."""
+    from transformers import AutoTokenizer
+
+    from csem.apply.mrt import resolve_generator
+
+    g = Path(resolve_generator("smollm2"))
+    folder = Path(tempfile.mkdtemp(prefix="csem-tiny-tokenizer-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    AutoTokenizer.from_pretrained(str(g.parent), gguf_file=g.name).save_pretrained(folder)
+    return folder
 
 
 def tiny_generator(seed: int = 0):
@@ -17,10 +36,7 @@ def tiny_generator(seed: int = 0):
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from csem.apply.mrt import resolve_generator
-
-    g = Path(resolve_generator("smollm2"))
-    tok = AutoTokenizer.from_pretrained(str(g.parent), gguf_file=g.name)
+    tok = AutoTokenizer.from_pretrained(str(_tokenizer_folder()))
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     torch.manual_seed(seed)
