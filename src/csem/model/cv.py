@@ -133,12 +133,15 @@ def cross_validate(
     for recipe in recipes:
         res = CVResult(recipe.name, folds=folds)
         tc = recipe.train_config.model_copy(update={"patience": recipe.train_config.max_epochs})
+        # the acceptability gate is fitted after training and the validation history is read before it:
+        # a fold's model is never scored, so its gate is not fitted
+        config = recipe.config.model_copy(update={"acceptability_gate": False})
         key = _cache_key(recipe)
         cache = caches.setdefault(key, {}) if key is not None else None
         histories = []
         t0 = time.perf_counter()
         for f, (trn, dev) in enumerate(split):
-            model = fit([records[i] for i in trn], label_cols, recipe.config.mode, config=recipe.config,
+            model = fit([records[i] for i in trn], label_cols, recipe.config.mode, config=config,
                         train_config=tc, dev_records=[records[i] for i in dev], label_range=label_range,
                         lower_cache=cache)
             hist = list(model.card["validation_history"])
