@@ -420,7 +420,8 @@ def _plan(model: Any, pred: Any, records: Sequence[Mapping[str, Any]], rubrics: 
 def defer_to_judge(model: Any, records: Sequence[Mapping[str, Any]], pred: Any, *, judge: str, rubric: str | Sequence[str],
           share: float | None = None, budget: int | None = None, rule: str = "std", mode: str = "probs",
           cache: Any = None, rescale: bool = False, dry_run: bool = False, seed: int = 0, progress: bool = False,
-          backend_options: Mapping[str, Any] | None = None, calibration: str = "fit") -> tuple[Any, CascadeReport]:
+          backend_options: Mapping[str, Any] | None = None, calibration: str = "fit",
+          generation: Mapping[str, Any] | None = None) -> tuple[Any, CascadeReport]:
     """Send the student's least certain records to the judge and combine the two scores.
 
     Args:
@@ -439,6 +440,8 @@ def defer_to_judge(model: Any, records: Sequence[Mapping[str, Any]], pred: Any, 
             ([`judge_scale`][csem.apply.cascade.judge_scale]).
         dry_run: choose the records and count the judgments; judge nothing.
         seed: the ``random`` rule's seed.
+        generation: the judge's generation settings as [`csem.judge.judge_records`][] takes them
+            (``n``, ``temperature``; default its own): those of the judgments the cache should answer.
         calibration: ``fit`` (default): after the scale map, the judge's scores are placed on the
             student's own spread by [`fit_calibration`][csem.apply.cascade.fit_calibration] over the
             judged rows (which carry both scores) | ``identity``: the scale map alone.
@@ -477,7 +480,7 @@ def defer_to_judge(model: Any, records: Sequence[Mapping[str, Any]], pred: Any, 
         from csem.judge.runner import estimate_records
 
         report.estimates = {r.id: estimate_records([records[i] for i in deferred[r.id]], [r], judge, mode=mode,
-                                                   cache=cache, backend_options=backend_options)
+                                                   cache=cache, backend_options=backend_options, **(generation or {}))
                             for r in rubrics if deferred[r.id]}
         return pred, report
     judged: dict[str, dict[int, float | None]] = {c: {} for c in pred.columns}
@@ -488,7 +491,7 @@ def defer_to_judge(model: Any, records: Sequence[Mapping[str, Any]], pred: Any, 
         if not idx:
             continue
         rows, summary = judge_records([records[i] for i in idx], [rub], judge, mode=mode, cache=cache,
-                                      progress=progress, backend_options=backend_options)
+                                      progress=progress, backend_options=backend_options, **(generation or {}))
         summaries.append(summary)
         for i, row in zip(idx, rows):
             extra.setdefault(i, {}).update({k: v for k, v in row.items() if k.startswith("judge.")})
@@ -515,7 +518,8 @@ def predict_deferred(model: Any, records: Sequence[Mapping[str, Any]], pred: Any
                      mc_dropout: int = 0, judge_rescale: bool = False, judge_cache: Any = None,
                      judge_options: Mapping[str, Any] | None = None, judge_mode: str = "probs",
                      dry_run: bool = False, seed: int = 0, progress: bool = False, judge_calibration: str = "fit",
-                     score_options: Mapping[str, Any] | None = None) -> Any:
+                     score_options: Mapping[str, Any] | None = None,
+                     judge_generation: Mapping[str, Any] | None = None) -> Any:
     """The cascade behind ``EvaluationModel.predict(..., defer=...)``: the deviations the rule needs,
     then [`defer_to_judge`][csem.apply.cascade.defer_to_judge]; the returned prediction carries the
     [`CascadeReport`][csem.apply.cascade.CascadeReport] as ``.cascade``.
@@ -524,7 +528,7 @@ def predict_deferred(model: Any, records: Sequence[Mapping[str, Any]], pred: Any
     ``MC_SAMPLES``) MC-dropout samples under a fixed torch seed
     (``seed``) for the deviations only: the student's scores stay those of ``predict``, and a re-run
     defers the same records (so it resumes from the judge's cache). ``defer_by`` None: ``std`` for a seed ensemble,
-    else ``mc``.
+    else ``mc``. ``judge_generation``: `defer_to_judge`'s ``generation``.
 
     Raises:
         CascadeError: no judge or rubric; as [`defer_to_judge`][csem.apply.cascade.defer_to_judge].
@@ -546,7 +550,8 @@ def predict_deferred(model: Any, records: Sequence[Mapping[str, Any]], pred: Any
                            "deviation is MC dropout's: use defer_by='mc' (--defer-by mc)")
     out, report = defer_to_judge(model, records, pred, judge=judge, rubric=rubric, share=defer, budget=defer_budget,
                         rule=rule, mode=judge_mode, cache=judge_cache, rescale=judge_rescale, dry_run=dry_run,
-                        seed=seed, progress=progress, backend_options=judge_options, calibration=judge_calibration)
+                        seed=seed, progress=progress, backend_options=judge_options, calibration=judge_calibration,
+                        generation=judge_generation)
     out.cascade = report
     return out
 

@@ -30,12 +30,27 @@ def aspect_of(col: str) -> str:
 
 
 def student_col(records: list[dict], aspect: str) -> str:
-    """The student's score column for an aspect (``metric.<name>.<aspect>``, untagged)."""
+    """The student's own score column for an aspect: ``metric.<name>.<aspect>@student`` where a
+    cascade wrote one (its untagged ``metric.<name>.<aspect>`` is then the combined score, which holds
+    the judge's scores on the deferred rows and is never measured against the judge's labels), else
+    ``metric.<name>.<aspect>`` (untagged). Every agreement figure of a run (meta-eval, curve, verdict,
+    seeds, rerank, the report's plots) reads the student through this function.
+
+    Raises:
+        MissingInputError: no such column in ``records``.
+    """
+    from csem.apply.cascade import STUDENT
+
+    plain = None
     for k in score_columns(records, ("metric",)):
         c = parse_column(k)
-        if c.aspect == aspect and c.tag is None:
+        if c.aspect == aspect and c.tag == STUDENT:
             return k
-    raise MissingInputError(f"no student score column metric.<name>.{aspect} in the scored records")
+        if c.aspect == aspect and c.tag is None and plain is None:
+            plain = k
+    if plain is None:
+        raise MissingInputError(f"no student score column metric.<name>.{aspect} in the scored records")
+    return plain
 
 
 def agreement_table(records: list[dict], label_cols: list[str], *, human_cols: list[str] = (),
@@ -69,6 +84,14 @@ def agreement_table(records: list[dict], label_cols: list[str], *, human_cols: l
             new = _rows(aspect, scorer, target, x, y, groups, levels)
             rows += _add_ci(new, x, y, groups, bootstrap, seed)
     return rows
+
+
+def scorer_rows(aspect: str, scorer: str, target: str, x: list, y: list, groups: list, *,
+                levels: tuple[str, ...] = ("summary", "dataset"), bootstrap: int = 0, seed: int = 0) -> list[dict]:
+    """`agreement_table`'s rows (one per level) for any scorer's values ``x`` against a target's
+    values ``y`` of the same records (``groups``: each record's source), with ``spearman_ci`` when
+    ``bootstrap`` > 0."""
+    return _add_ci(_rows(aspect, scorer, target, x, y, groups, levels), x, y, groups, bootstrap, seed)
 
 
 def _add_ci(rows: list[dict], x: list, y: list, groups: list, bootstrap: int, seed: int) -> list[dict]:

@@ -13,6 +13,10 @@ With a ``rerank`` section the trained student (or any metric ``csem rerank`` tak
 candidate per held-out source from the collect stage's N-best lists (CSEM Eq. 7/8; see
 `csem.pipeline.rerank`).
 
+With a ``score`` section the score stage sends the records the student is least sure of to the
+judge and writes the combined column beside the student's own (a cascade; see
+`csem.pipeline.cascade`); what meta-eval and the later stages measure stays the student's own score.
+
 With an ``mrt`` section a generator is fine-tuned with minimum risk training mixed with MLE (CSEM
 Eq. 12), the trained student as the reward, on the training sources (see `csem.pipeline.mrt`).
 
@@ -28,6 +32,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from csem.apply.cascade import CALIBRATIONS, RULES
 from csem.collect.sampler import GeneratorSpec
 from csem.errors import InputError
 from csem.judge.cost import Prices
@@ -213,6 +218,42 @@ class RerankConfig(_Strict):
         return self
 
 
+class ScoreConfig(_Strict):
+    """The score stage's cascade (``csem score --defer`` inside the pipeline; `csem.pipeline.cascade`).
+
+    The student scores every candidate; ``defer`` (a share of the records, 0-1: ``floor(share * n +
+    0.5)`` of them) or ``defer_budget`` (a number of records) of those it is least sure of, ranked by
+    ``defer_by`` (``std``: the seed-ensemble members' deviation, needs ``train.model.members`` > 1;
+    ``mc``: MC dropout; ``neighbours``: the nearest rival candidate of the same source; ``random``;
+    default ``std`` for an ensemble, else ``mc``, as ``csem score``), go to the judge, and
+    ``scored.jsonl`` gets the combined column beside the student's own (``@student``) and each row's
+    provenance. judge, rubrics, options: default the annotate stage's (then every deferred judgment is
+    in the run's judge cache). rescale: accept a judge or rubrics other than the annotate stage's (the
+    rubric's scale mapped linearly onto the student's label range; ``csem score --judge-rescale``).
+    calibration: ``fit`` | ``identity`` (``--judge-calibration``). seed: the ``random`` rule's
+    permutation and the ``mc`` rule's dropout draws.
+    """
+
+    defer: float | None = Field(None, ge=0, le=1)
+    defer_budget: int | None = Field(None, ge=0)
+    defer_by: Literal[RULES] | None = None
+    judge: str | None = None
+    rubrics: list[str] | None = Field(None, min_length=1)
+    options: dict | None = None
+    rescale: bool = False
+    calibration: Literal[CALIBRATIONS] = "fit"
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _one_amount(self) -> "ScoreConfig":
+        if (self.defer is None) == (self.defer_budget is None):
+            raise InputError("score: give exactly one of defer (a share of the records to judge, 0-1) and "
+                             "defer_budget (a number of records to judge)")
+        if self.judge is not None and not self.judge.strip():
+            raise InputError("score.judge is empty: leave it out to use the annotate stage's judge")
+        return self
+
+
 def student_spec(spec: str) -> tuple[str, list[str] | None]:
     """``NAME#a+b`` -> (``NAME``, ``[a, b]``); ``NAME`` -> (``NAME``, None: every head). A ``#`` with no
     aspect after it gives (``""``, None), which no caller accepts as a metric name."""
@@ -307,6 +348,7 @@ class PipelineConfig(_Strict):
     train: TrainStageConfig = Field(default_factory=TrainStageConfig)
     rerank: RerankConfig | None = None  # rerank the N-best lists with the student after training
     mrt: MrtConfig | None = None  # fine-tune a generator with MRT + MLE, the student as the reward
+    score: ScoreConfig | None = None  # the cascade: the judge scores the records the student is least sure of
     curve: CurveConfig | None = Field(default_factory=CurveConfig)  # the learning curve; null: no curve stage
     human_cols: list[str] = Field(default_factory=list)  # human.<aspect> columns in the sources, if any
 

@@ -20,6 +20,7 @@ from csem.data.records import read_records
 LABELLED = "labelled.jsonl"
 SCORED = "scored.jsonl"
 BASELINES_FILE = "baselines.json"  # the meta_eval stage's trivial baselines (csem.pipeline.agreement.baseline_rows)
+CASCADE_FILE = "cascade.json"  # meta_eval, with a score section: the combined column's agreement (csem.pipeline.cascade)
 
 
 def _signature(path: Path) -> tuple | None:

@@ -6,8 +6,9 @@ table and figure: the data, the judge (cost and its repeatability), the student 
 its agreement with the judge on held-out sources (a scatter per aspect, coloured by system, with the
 diagonal and every source's Spearman), the trivial baselines (bars with 95% intervals), the learning
 curve (with the judge's attenuation bound ``sqrt(r)`` as a band), the acceptability gate's count of
-floored real candidates, and where configured the spread over seeds, reranking (gain per source) and
-MRT. Numbers are rounded to 3 decimals at most (intervals to 2); mappings are tables. Every figure
+floored real candidates, and where configured the score stage's cascade (what it deferred, the judge
+calls, the combined column against human ratings and the judge's repeat labels), the spread over
+seeds, reranking (gain per source) and MRT. Numbers are rounded to 3 decimals at most (intervals to 2); mappings are tables. Every figure
 comes from a file a stage wrote in this run.
 """
 
@@ -23,7 +24,7 @@ from typing import Any
 from csem.data.filenames import path_in
 from csem.data.records import read_records
 from csem.pipeline.agreement import BOOTSTRAP, aspect_of, student_col
-from csem.pipeline.folder import BASELINES_FILE
+from csem.pipeline.folder import BASELINES_FILE, CASCADE_FILE
 from csem.report.tables import fmt, markdown_table
 
 
@@ -186,6 +187,45 @@ def _agreement_section(run_dir: Path, state: dict, scales: dict, figs: Path) -> 
             continue
         s.fig(f"{a}: each held-out candidate (colour: system; dashed: student = judge) and each source's Spearman", p)
     return s
+
+
+def _cascade_section(run_dir: Path, cfg, state: dict) -> Section | None:
+    """The score stage's cascade (``score`` section): what it deferred, the judge calls it made, and the
+    combined column against the targets that are not the judged labels (``cascade.json``)."""
+    c = state.get("score", {}).get("summary", {}).get("cascade")
+    if getattr(cfg, "score", None) is None or not c:
+        return None
+    amount = f"share {c['defer']:g}" if c.get("defer") is not None else f"budget {c['defer_budget']} records"
+    per = [f"{n} of {c['rows']} records ({c['share_deferred'][r]:.1%}) to {r}, {c['held_out_deferred'][r]} of them "
+           f"among the {c['held_out_rows']} held-out candidates" for r, n in c["deferred"].items()]
+    s = Section("Cascade (score stage)", key="cascade").li(
+        f"deferral rule `{c['rule']}`, {amount}: {'; '.join(per)}",
+        f"judge `{c['judge']}`: {c['judge_calls']} judgments asked, {c['judged']} new judge calls, {c['cached']} "
+        f"answered by the run's judge cache, {c['failed']} failed, {c['missing']} without a score",
+        *[f"{col}: {how}" for col, how in c["scale"].items()])
+    s.p("scored.jsonl holds the combined column (`metric.<name>.<aspect>`: the judge's score on the deferred rows, "
+        "the student's elsewhere), the student's own score (`metric.<name>.<aspect>@student`) and each row's source "
+        "(`.provenance`). On the deferred rows the combined column is the judge's own score (placed on the student's "
+        "spread), so it is never measured against the judge's labels: every other figure of this report is the student's own score. Below, on the "
+        "held-out sources, it is measured against the targets that are not the judged labels (human ratings, the "
+        "judge's second rendering of the rubric), beside the student's own score and the judge's labels on the same "
+        "rows.")
+    rows = _load(run_dir, CASCADE_FILE, [])
+    if not rows:
+        return s.p("No such target in this run: the records carry no human.<aspect> rating and the judge's "
+                   "repeatability was not measured (annotate.repeatability: 0), so the combined column's agreement "
+                   "is not reported.")
+    table: dict[tuple, dict] = {}
+    for r in rows:
+        t = table.setdefault((r["aspect"], r["target"], r["level"]),
+                             {"aspect": r["aspect"], "target": r["target"], "level": r["level"], "pairs": r["n_pairs"],
+                              "judged rows": r["rows_judged"]})
+        t[r["scorer"]], t[f"{r['scorer']} 95% CI"] = r.get("spearman"), _ci(r.get("spearman_ci"))
+    cols = ["aspect", "target", "level", "cascade", "cascade 95% CI", "student", "student 95% CI", "judge",
+            "pairs", "judged rows"]
+    return s.table(list(table.values()), cols, caption="Spearman with each target: the combined column (cascade), "
+                   "the student's own score and the judge's labels on the same held-out rows; judged rows: those of "
+                   "them the cascade deferred")
 
 
 def _baseline_section(run_dir: Path, figs: Path) -> Section | None:
@@ -426,7 +466,8 @@ def write_report(run_dir: Path, cfg, state: dict, scales: dict | None = None) ->
     figs.mkdir(exist_ok=True)
     sections = [_verdict_section(run_dir), _data_section(cfg, state), _judge_section(run_dir, cfg, state),
                 _student_section(run_dir, cfg, state, figs), _agreement_section(run_dir, state, scales or {}, figs),
-                _baseline_section(run_dir, figs), _curve_section(run_dir, cfg, figs), _gate_section(run_dir),
+                _cascade_section(run_dir, cfg, state), _baseline_section(run_dir, figs),
+                _curve_section(run_dir, cfg, figs), _gate_section(run_dir),
                 _seed_section(run_dir, cfg), _rerank_section(run_dir, cfg, state, figs), _mrt_section(cfg, state)]
     sections = [s for s in sections if s is not None]
     title = f"csem run report: {cfg.name}"

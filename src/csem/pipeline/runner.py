@@ -13,10 +13,14 @@ annotate      judge them with the rubrics (stage ii)         ``labelled.jsonl``
 compare       only with ``compare``: the judge compares      ``pairs.jsonl``
               pairs of candidates of each training source
 train         train the student on training sources (iii)    ``model/``
-score         score every candidate with the student         ``scored.jsonl``
+score         score every candidate with the student; with   ``scored.jsonl``
+              ``score``: defer the least certain to the
+              judge (the cascade's combined column)
 meta_eval     student vs judge (and humans) on held-out      ``meta.json``,
               sources, with a 95% interval over resampled    ``baselines.json``
-              sources; trivial baselines vs judge
+              sources; trivial baselines vs judge; with      (``cascade.json``)
+              ``score``: the combined column vs the
+              targets that are not the judged labels
 curve         the learning curve: the student recipe on       ``curve.json``
               nested shares of the training sources, scored
               on the held-out ones, and its log-linear fit
@@ -47,6 +51,12 @@ With ``compare`` (comparison ranking, CSEM Sec. VI-F) the train stage learns fro
 of the training sources with the ranking loss (Eq. 3, `csem.model.preferences`; no dev set:
 the last epoch is kept), one head per pairwise rubric's aspect; score and meta_eval then measure
 that student against the annotate stage's ratings of the held-out sources (and the humans).
+
+With ``score`` (``score: {defer: 0.2}`` or ``{defer_budget: 50}``, ``defer_by``, ``judge``, ``rubrics``) the
+score stage sends the records the student is least sure of to the judge and writes the combined column
+beside the student's own (`csem.pipeline.cascade`); every later stage still measures the student's own
+score, and the combined column is measured only against human ratings and the judge's repeat labels.
+Changing only the section re-runs score and what follows.
 
 With ``rerank`` the student (or the metrics listed) reranks the collect stage's N-best lists of the
 held-out sources after the score stage (`csem.pipeline.rerank`); changing only the ``rerank``
@@ -88,7 +98,7 @@ from csem.data.jsonio import write_json
 from csem.data.records import read_records, write_records
 from csem.errors import InputError
 from csem.pipeline.config import STAGES, PipelineConfig, load_pipeline, resolve_path
-from csem.pipeline.folder import BASELINES_FILE, LABELLED, SCORED, RunFolder
+from csem.pipeline.folder import BASELINES_FILE, CASCADE_FILE, LABELLED, SCORED, RunFolder
 from csem.pipeline.state import RunState, fingerprint
 
 #: collect settings added after run folders existed: left out of the collect fingerprint at their default
@@ -399,6 +409,10 @@ class Pipeline:
         return int(self.cfg.train.options.get("seed", TrainConfig.model_fields["seed"].default))
 
     def score(self) -> dict:
+        """Score every candidate with the student (``scored.jsonl``); with a ``score`` section, then
+        defer the records it is least sure of to the judge (`csem.pipeline.cascade.score_deferred`):
+        the summary's ``cascade`` says what it did, its ``failed`` judgments keep the stage undone.
+        The throughput figure is the student's own pass, as without deferral."""
         from csem.model import EvaluationModel
 
         recs, _ = self.labelled()
@@ -406,10 +420,31 @@ class Pipeline:
         t0 = time.perf_counter()
         scored = model.predict(recs).records
         seconds = time.perf_counter() - t0
-        write_records(scored, self.run_dir / "scored.jsonl")
-        return {"rows": len(recs), "seconds": seconds, "samples_per_second": len(recs) / max(seconds, 1e-9)}
+        summary = {"rows": len(recs), "seconds": seconds, "samples_per_second": len(recs) / max(seconds, 1e-9)}
+        if self.cfg.score is not None:
+            from csem.pipeline.cascade import score_deferred
+
+            scored, cascade = score_deferred(self, model, recs)
+            summary.update(cascade=cascade, failed=cascade["failed"], total=cascade["judge_calls"],
+                           judged=cascade["judged"], cached=cascade["cached"], errors=cascade["errors"])
+        write_records(scored, self.run_dir / SCORED)
+        return summary
+
+    def score_settings(self) -> dict:
+        """The score stage's settings: ``{}`` without a ``score`` section, else the section with its
+        defaults filled in ([`csem.pipeline.cascade.resolve`][]; a bad combination fails here, before
+        any stage runs)."""
+        if self.cfg.score is None:
+            return {}
+        from csem.pipeline.cascade import resolve
+
+        return resolve(self)
 
     def meta_eval(self) -> dict:
+        """The student against the judge (and humans) on the held-out sources (``meta.json``), the
+        trivial baselines (``baselines.json``) and, with a ``score`` section, the cascade's combined
+        column against the targets that are not the judged labels (``cascade.json``,
+        `csem.pipeline.cascade.cascade_rows`)."""
         from csem.pipeline.agreement import BOOTSTRAP, agreement_table, baseline_rows
 
         rows = self.folder.rows(SCORED)
@@ -421,7 +456,13 @@ class Pipeline:
         base = baseline_rows([r for r in rows if r.get("split") == "train"], recs, self.label_cols(),
                              bootstrap=BOOTSTRAP)
         write_json(self.run_dir / BASELINES_FILE, base)
-        return {"test_rows": len(recs), "rows": len(table), "baseline_rows": len(base)}
+        out = {"test_rows": len(recs), "rows": len(table), "baseline_rows": len(base)}
+        if self.cfg.score is not None:
+            from csem.pipeline.cascade import cascade_rows
+
+            out["cascade"] = cascade_rows(recs, self.label_cols(), human_cols=self.cfg.human_cols, bootstrap=BOOTSTRAP)
+            write_json(self.run_dir / CASCADE_FILE, out["cascade"])
+        return out
 
     def seeds(self) -> dict:
         """One student per seed in ``train.seeds``, each scored on the held-out sources; writes
@@ -611,9 +652,13 @@ STAGE_REGISTRY: tuple[StageSpec, ...] = (
               settings=lambda p: {"train": p.cfg.train.model_dump(exclude={"seeds"}), "split": p.cfg.split.model_dump()},
               upstream=lambda c: ["annotate", *(["compare"] if c.compare is not None else [])],
               outputs=lambda c: ["model"]),
-    StageSpec("score", "score", settings=lambda p: {}, upstream=lambda c: ["train"], outputs=lambda c: [SCORED]),
+    # a score section (the cascade) fingerprints the stage with its defaults filled in; none: as before it existed
+    StageSpec("score", "score", settings=lambda p: p.score_settings(), upstream=lambda c: ["train"],
+              inputs=lambda p: [Path(r) for r in p.score_settings().get("rubrics", []) if r.endswith(_RUBRIC_FILES)],
+              outputs=lambda c: [SCORED]),
     StageSpec("meta_eval", "meta_eval", settings=lambda p: {"human_cols": p.cfg.human_cols},
-              upstream=lambda c: ["score"], outputs=lambda c: ["meta.json", BASELINES_FILE]),
+              upstream=lambda c: ["score"],
+              outputs=lambda c: ["meta.json", BASELINES_FILE, *([CASCADE_FILE] if c.score is not None else [])]),
     StageSpec("curve", "curve", settings=lambda p: {"curve": p.cfg.curve.model_dump()}, upstream=lambda c: ["meta_eval"],
               outputs=lambda c: ["curve.json"], enabled=lambda c: c.curve is not None and c.compare is None),
     StageSpec("seeds", "seeds", settings=lambda p: {"seeds": p.cfg.train.seeds}, upstream=lambda c: ["meta_eval"],

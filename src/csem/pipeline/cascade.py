@@ -1,0 +1,181 @@
+"""The score stage's cascade: the student as a filter that knows when to ask the judge.
+
+With a ``score:`` section ([`ScoreConfig`][csem.pipeline.config.ScoreConfig]) the score stage
+scores every candidate with the student, then sends ``score.defer`` (a share) or
+``score.defer_budget`` (a number) of the records it is least sure of to the judge through
+[`csem.model.EvaluationModel.predict`][] with deferral ([`csem.apply.cascade`][]), and writes to
+``scored.jsonl``, per aspect:
+
+* ``metric.<name>.<aspect>@student``: the student's own score (as a run without the option writes it
+  untagged);
+* ``metric.<name>.<aspect>``: the combined score, the judge's (placed on the student's spread) on the
+  deferred rows, the student's elsewhere;
+* ``metric.<name>.<aspect>.provenance``: ``student`` or ``judge``, which of the two gave that row.
+
+The judge's own columns (``judge.<aspect>`` and its side fields) stay the annotate stage's labels:
+the cascade's judgments never overwrite them. With the annotate stage's judge, rubrics, mode and
+generation settings (the defaults) every deferred judgment is already in the run's judge cache, so
+the cascade makes no new judge call; the stage's summary counts them (``judged``: new, ``cached``).
+
+**No circular figure.** The records are those the judge labelled, and meta-eval measures the student
+against those labels; the combined column copies the judge's labels on the deferred rows, so its
+agreement with them would measure the judge against itself. Every agreement figure of the run
+therefore reads the student's own column ([`csem.pipeline.agreement.student_col`][]); meta-eval,
+curve, verdict, seeds, rerank and the report's plots are what they are without the option. The
+combined column is measured only against targets that are not the judged labels
+(`cascade_rows`): ``human.<aspect>`` where the records carry it, and ``judge.<aspect>.repeat``,
+the judge's second rendering of the rubric (``annotate.repeatability``), on the held-out sources,
+beside the student's own score and the judge's labels on the same rows.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from csem.data.columns import format_column, parse_column
+from csem.errors import InputError, MissingInputError
+from csem.pipeline.agreement import aspect_of, scorer_rows, student_col
+
+if TYPE_CHECKING:  # pragma: no cover
+    from csem.pipeline.runner import Pipeline
+
+#: the targets the combined column is measured against: name -> column of an aspect
+TARGETS = {"human": lambda a: format_column("human", a),
+           "judge repeat": lambda a: format_column("judge", a, side="repeat")}
+
+
+def resolve(p: "Pipeline") -> dict:
+    """The score section with its defaults filled in: what fingerprints the score stage.
+
+    Returns:
+        ``{"score": the section's own settings, "judge", "rubrics", "mode", "generation":
+        {"n", "temperature"}, "rescale"}``; ``options`` (default the annotate stage's) only when
+        given, as the annotate stage fingerprints them; ``rescale`` True where the pipeline knows
+        its student learned this judge's scores of these rubrics (the annotate stage's, no compare).
+
+    Raises:
+        InputError: ``defer_by: std`` without a seed ensemble; another judge or other rubrics than
+            the annotate stage's (or a student learnt from compared pairs) without ``score.rescale``.
+    """
+    from csem.apply.cascade import same_judge
+
+    s, a = p.cfg.score, p.cfg.annotate
+    members = int(p.cfg.train.model.get("members", 1))
+    if s.defer_by == "std" and members < 2:
+        raise InputError("score.defer_by 'std' reads the seed ensemble's deviation: set train.model.members > 1, "
+                         "or defer by mc, neighbours or random")
+    judge = s.judge or a.judge
+    rubrics = p._rubrics(s.rubrics)
+    own = same_judge(judge, a.judge) and rubrics == p._rubrics() and p.cfg.compare is None
+    if not own and not s.rescale:
+        why = ("the student learnt from compared pairs, on no rubric's scale" if p.cfg.compare is not None else
+               "the student learnt the annotate stage's judge and rubrics, whose scale another's need not share")
+        raise InputError(f"score.judge / score.rubrics: {why}; set score.rescale: true to map the rubric's scale "
+                         "linearly onto the student's label range, or leave them out")
+    options = a.options if s.options is None else s.options
+    out = {"score": s.model_dump(exclude={"judge", "rubrics", "options"}), "judge": judge, "rubrics": rubrics,
+           "mode": a.mode, "generation": {"n": a.n, "temperature": a.temperature}, "rescale": s.rescale or own}
+    if options:
+        out["options"] = options
+    return out
+
+
+def score_deferred(p: "Pipeline", model: Any, records: list[dict]) -> tuple[list[dict], dict]:
+    """Run the cascade over the score stage's records.
+
+    Args:
+        p: the pipeline (its ``score`` section set). model: the train stage's student.
+        records: the annotate stage's records with ``split``, in file order.
+
+    Returns:
+        ``(rows, summary)``: the rows of ``scored.jsonl`` (the records with the student's, the
+        combined and the provenance columns; their ``judge.*`` columns as annotated) and the
+        cascade's summary (rule, amount asked, rows deferred overall and on the held-out sources,
+        judge calls asked, made, cached and failed, how the judge's score was placed).
+
+    Raises:
+        csem.apply.cascade.CascadeError: a rubric aspect the student does not score, or as
+            [`csem.apply.cascade.predict_deferred`][].
+    """
+    s, how = p.cfg.score, resolve(p)
+    t0 = time.perf_counter()
+    pred = model.predict(records, defer=s.defer, defer_budget=s.defer_budget, defer_by=s.defer_by,
+                         judge=how["judge"], rubric=how["rubrics"], judge_cache=p.run_dir / "judge_cache.sqlite",
+                         judge_options=how.get("options"), judge_mode=how["mode"], judge_generation=how["generation"],
+                         judge_rescale=how["rescale"], judge_calibration=s.calibration, seed=s.seed,
+                         progress=p.progress)
+    rows = [_keep_labels(out, rec) for out, rec in zip(pred.records, records)]
+    rep, js = pred.cascade, pred.cascade.summary
+    held_out = [i for i, r in enumerate(records) if r.get("split") == "test"]
+    summary = {"rule": rep.rule, "defer": s.defer, "defer_budget": s.defer_budget, "judge": how["judge"],
+               "rubrics": rep.rubrics, "rows": rep.rows, "held_out_rows": len(held_out),
+               "deferred": {rid: len(v) for rid, v in rep.deferred.items()},
+               "share_deferred": {rid: (len(v) / rep.rows if rep.rows else 0.0) for rid, v in rep.deferred.items()},
+               "held_out_deferred": {rid: len(set(v) & set(held_out)) for rid, v in rep.deferred.items()},
+               "from_judge": {c: sum(v == "judge" for v in src) for c, src in (pred.source or {}).items()},
+               "judge_calls": rep.judge_calls, "judged": js.judged, "cached": js.cached, "failed": js.failed,
+               "missing": sum(js.missing.values()), "errors": list(js.errors), "scale": rep.scale,
+               "calibration": s.calibration, "seconds": round(time.perf_counter() - t0, 3)}
+    return rows, summary
+
+
+def _keep_labels(out: dict, rec: dict) -> dict:
+    """A cascade's output row with the record's own ``judge.*`` columns: the judge's labels are the
+    annotate stage's, whatever the cascade judged (another judge or rubric must not replace them)."""
+    row = {k: v for k, v in out.items() if not k.startswith("judge.") or k in rec}
+    row.update({k: v for k, v in rec.items() if k.startswith("judge.")})
+    return row
+
+
+def combined_col(records: list[dict], aspect: str) -> str:
+    """The cascade's combined column of an aspect: the untagged ``metric.<name>.<aspect>`` beside a
+    ``metric.<name>.<aspect>@student`` column.
+
+    Raises:
+        MissingInputError: ``records`` carry no cascade's columns for ``aspect``.
+    """
+    own = parse_column(student_col(records, aspect))
+    if own.tag is None:
+        raise MissingInputError(f"no cascade columns for {aspect} in the scored records (no "
+                                f"metric.<name>.{aspect}@student): the score stage ran without deferral")
+    return str(own.with_tag(None))
+
+
+def cascade_rows(records: list[dict], label_cols: list[str], *, human_cols: list[str] = (), bootstrap: int = 0,
+                 seed: int = 0) -> list[dict]:
+    """The combined column's agreement with the targets that are not the judged labels.
+
+    Per aspect and target (``human``: ``human.<aspect>``; ``judge repeat``: ``judge.<aspect>.repeat``;
+    a target the records do not carry gives no row), on the records that carry the target: rows of
+    [`agreement_table`][csem.pipeline.agreement.agreement_table]'s layout for the scorers ``cascade``
+    (the combined column), ``student`` (the student's own score) and ``judge`` (the judge's labels,
+    what judging every row gives), each with ``rows_judged``: how many of those records the cascade
+    deferred to the judge.
+
+    Args:
+        records: scored records (the held-out sources', for a figure the student did not train on).
+        label_cols: the judge's label columns (``judge.<aspect>``). human_cols: ``human.<aspect>``
+            columns declared in the pipeline file. bootstrap, seed: as `agreement_table`.
+
+    Returns:
+        The rows (empty without any target).
+    """
+    rows = []
+    for label in label_cols:
+        aspect = aspect_of(label)
+        own, comb = student_col(records, aspect), combined_col(records, aspect)
+        prov = str(parse_column(comb).with_side("provenance"))
+        for target, column in TARGETS.items():
+            tcol = column(aspect)
+            if not (tcol in human_cols or any(r.get(tcol) is not None for r in records)):
+                continue
+            sub = [r for r in records if r.get(tcol) is not None and r.get(own) is not None]
+            judged = sum(1 for r in sub if r.get(prov) == "judge")
+            y, groups = [r[tcol] for r in sub], [r.get("doc_id") for r in sub]
+            for scorer, col in (("cascade", comb), ("student", own), ("judge", label)):
+                got = scorer_rows(aspect, scorer, target, [r.get(col) for r in sub], y, groups, bootstrap=bootstrap,
+                                  seed=seed)
+                rows += [{**r, "rows_judged": judged} for r in got]
+    return rows
+
