@@ -34,6 +34,10 @@ def serve(
     JSON bodies only (415 otherwise); records are validated as csem's file readers validate a file
     (422 naming the record and field); limits on body size, records and text length (413/422).
     """
+    if (model is None) == (metric is None):  # usage errors before torch is imported (seconds)
+        raise fail("give exactly one of --model DIR or --metric SPEC")
+    if model is not None and not Path(model.partition("#")[0]).is_dir():
+        raise fail(f"{model}: no such model folder")
     import torch
 
     from csem.apply.metrics import load_metric
@@ -42,13 +46,9 @@ def serve(
 
     if threads:
         torch.set_num_threads(threads)
-    if (model is None) == (metric is None):
-        raise fail("give exactly one of --model DIR or --metric SPEC")
     limits = ServerLimits(max_body_bytes=int(max_body_mb * 1024 * 1024), max_records=max_records,
                           max_text_chars=max_text_chars, max_concurrency=max_concurrency)
     spec = model or metric
-    if model is not None and not Path(model.partition("#")[0]).is_dir():
-        raise fail(f"{model}: no such model folder")
     m = load_metric(spec, judge_cache=judge_cache)
     typer.echo(f"serving {public_name(m)} ({', '.join(m.columns)}) on http://{host}:{port} (POST /score, "
                f"GET /health){'; bearer token required' if token else ''}", err=True)
