@@ -13,6 +13,9 @@
   baselines (``baselines.json``) and a paired bootstrap of the student minus the best of them, the judge's
   repeatability, the curve; and the acceptability gate's count of the real candidates it floors
   ([`csem.model.acceptability.gate_audit`][]). Both go into the model's metric card as well.
+* [`train_verdict`][csem.pipeline.trust.train_verdict]: the same evidence ([`held_out_evidence`][csem.pipeline.trust.held_out_evidence])
+  and rule for a standalone ``csem train`` / [`csem.train`][csem.api.train], measured on its dev records of
+  sources absent from the training data, into the metric card it writes.
 """
 
 from __future__ import annotations
@@ -220,7 +223,7 @@ def train_verdict(model, train: list[dict], dev: list[dict] | None, label_cols: 
     Returns:
         ``(verdict, repeatability)``: the metric card's ``verdict`` entry (``status``, ``headline``, ``text``,
         ``source``, ``aspects``; without held-out labelled sources ``status`` None, the headline
-        [`csem.report.verdict.NO_VERDICT`][] and the reason in ``text``) and its ``judge_repeatability``
+        `csem.report.verdict.NO_VERDICT` and the reason in ``text``) and its ``judge_repeatability``
         entry (None where the records carry no ``.repeat`` scores).
     """
     from csem.data.columns import parse_column
@@ -230,21 +233,60 @@ def train_verdict(model, train: list[dict], dev: list[dict] | None, label_cols: 
     held, note = _held_out(train, dev, label_cols)
     if not held:
         return ({"status": None, "headline": NO_VERDICT, "text": note[0].upper() + note[1:],
-                 "source": "csem train: no held-out labelled sources"}, _repeat_report(train, dev or [], label_cols))
+                 "source": "csem train"}, _repeat_report(train, dev or [], label_cols))
     # the student's own column only: a metric column the dev file already has is left out of its copy
     plain = [{k: v for k, v in r.items() if getattr(parse_column(k), "kind", None) != "metric"} for r in held]
     test = model.predict(plain).records
-    rep = _repeat_report(train, test, label_cols)
+    rep = _repeat_report(train, dev, label_cols)
+    names = _head_names(label_cols)  # several judges, one head each: each head against its own judge
     try:
-        evidence = held_out_evidence(train, test, label_cols, rep)
+        evidence = held_out_evidence(_renamed(train, names), _renamed(test, names), list(names.values()),
+                                     {"columns": {names[c]: f for c, f in (rep or {}).get("columns", {}).items()}})
     except MissingInputError as exc:  # a label column without a student head of its aspect
         return {"status": None, "headline": NO_VERDICT, "text": f"{exc}.", "source": "csem train"}, rep
     v = verdict(evidence, where="train")
     sources = len({r["doc_id"] for r in held})
     entry = {"status": v["status"], "headline": v["headline"], "text": v["text"], "aspects": v["aspects"],
              "source": f"csem train's dev records: {len(held)} candidates of {sources} sources not in the training "
-                       f"data, which also chose the best epoch (a slightly flattering choice){note}"}
+                       f"data; they also chose the best epoch, which flatters the student a little{note}"}
     return entry, rep
+
+
+def _head_names(label_cols: list[str]) -> dict[str, str]:
+    """The name the verdict reads each label column under: itself, except a judge's own head of an aspect
+    (``judge.quality@a`` under ``combine="heads"``), which becomes an aspect of its own, ``judge.quality-a``,
+    so that each head is read against its own judge."""
+    from csem.data.columns import format_column, parse_column
+
+    out = {}
+    for col in label_cols:
+        c = parse_column(col)
+        out[col] = col if c is None or c.tag is None else format_column(c.kind, f"{c.aspect}-{c.tag}")
+    return out
+
+
+def _renamed(records: list[dict], names: dict[str, str]) -> list[dict]:
+    """Copies of ``records`` with each label column, and the student's head of it
+    (``metric.<name>.<aspect>@<tag>``), also under its `_head_names` name; ``records`` itself when no
+    name changes."""
+    from csem.data.columns import format_column, parse_column
+
+    moved = {c: n for c, n in names.items() if c != n}
+    if not moved:
+        return records
+    out = []
+    for r in records:
+        r = dict(r)
+        for k in list(r):
+            c = parse_column(k)
+            if c is None or c.side is not None or c.tag is None:
+                continue
+            if k in moved:
+                r[moved[k]] = r[k]
+            elif c.kind == "metric" and format_column("judge", c.aspect, tag=c.tag) in moved:
+                r[format_column("metric", f"{c.aspect}-{c.tag}", name=c.name)] = r[k]
+        out.append(r)
+    return out
 
 
 def _repeat_report(train: list[dict], dev: list[dict], label_cols: list[str]) -> dict | None:
