@@ -174,6 +174,23 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 
 @pytest.fixture(scope="session")
+def fast_tier_cache(tmp_path_factory) -> Path:
+    """The csem cache folder (``CSEM_CACHE``) of this test process's fast tests: one per process, so one
+    per pytest-xdist worker."""
+    return tmp_path_factory.mktemp("csem_cache")
+
+
+@pytest.fixture(autouse=True)
+def _fast_tests_keep_out_of_the_user_cache(request, monkeypatch):
+    """A fast test never reads or writes the user's csem cache (``~/.cache/csem``: the default judgment
+    cache, verified-file stamps, kernel probes, joined model files): ``CSEM_CACHE`` points at
+    ``fast_tier_cache``, which child processes inherit, so parallel workers (``-n 2``) share no SQLite
+    file. A slow test keeps the user's cache, where the joined GGUF files are."""
+    if not request.node.get_closest_marker("slow"):
+        monkeypatch.setenv("CSEM_CACHE", str(request.getfixturevalue("fast_tier_cache")))
+
+
+@pytest.fixture(scope="session")
 def fake_llm() -> str:
     """URI of the FAKE in-process LLM backend (``tests/fake_llm.py``; no model): ``fake:test``."""
     from fake_llm import register
