@@ -84,14 +84,15 @@ def test_a_train_run_with_dev_sources_gets_the_rules_verdict(tiny_encoder, train
 
 
 def test_a_train_run_without_dev_says_there_is_no_verdict_and_why(tiny_encoder, train_records, tmp_path):
-    model = csem.train(train_records, LABEL, out_dir=tmp_path / "m", label_range=(1, 5), encoder=str(tiny_encoder),
-                       **TINY)
-    v = model.card["verdict"]
+    write_records(train_records, tmp_path / "train.jsonl")
+    out = _cli_train(tmp_path / "train.jsonl", tmp_path / "m", tiny_encoder)
+    assert out.strip().splitlines()[-1] == f"verdict: {NO_VERDICT} Reasons: {tmp_path / 'm' / 'metric_card.md'}"
+    v = json.loads((tmp_path / "m" / "metric_card.json").read_text())["verdict"]
     assert v["status"] is None and v["headline"] == NO_VERDICT
     assert "no dev records were given" in v["text"].lower() and "--dev" in v["text"]
     md = (tmp_path / "m" / "metric_card.md").read_text()
     assert md.index("## Verdict") < md.index("## Distilled from") and NO_VERDICT in md and v["text"] in md
-    # dev records of training sources only: nothing held out either
+    # the API, with dev records of training sources only: nothing held out either
     model = csem.train(train_records, LABEL, dev=train_records[:6], label_range=(1, 5), encoder=str(tiny_encoder),
                        **TINY)
     assert model.card["verdict"]["headline"] == NO_VERDICT

@@ -169,7 +169,7 @@ def _summary(model, out: Path, timing: "_EpochTimes") -> None:
                f"{timing.seconds:.1f} s{per_epoch}")
     v = model.card.get("verdict")
     if v:  # the one rule's answer on the dev records (csem.pipeline.trust.train_verdict), its reasons in the card
-        typer.echo(f"verdict: {v['headline']} (why: {Path(out) / 'metric_card.md'})")
+        typer.echo(f"verdict: {v['headline']} Reasons: {Path(out) / 'metric_card.md'}")
 
 
 def _architecture_of(init: str | None) -> dict:
