@@ -20,7 +20,7 @@ the cascade makes no new judge call; the stage's summary counts them (``judged``
 **No circular figure.** The records are those the judge labelled, and meta-eval measures the student
 against those labels; the combined column copies the judge's labels on the deferred rows, so its
 agreement with them would measure the judge against itself. Every agreement figure of the run
-therefore reads the student's own column ([`csem.pipeline.agreement.student_col`][]); meta-eval,
+therefore reads the student's own column (`csem.pipeline.agreement.student_col`); meta-eval,
 curve, verdict, seeds, rerank and the report's plots are what they are without the option. The
 combined column is measured only against targets that are not the judged labels
 (`cascade_rows`): ``human.<aspect>`` where the records carry it, and ``judge.<aspect>.repeat``,
@@ -34,7 +34,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from csem.data.columns import format_column, parse_column
-from csem.errors import InputError, MissingInputError
+from csem.errors import MissingInputError
 from csem.pipeline.agreement import aspect_of, scorer_rows, student_col
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,43 +45,29 @@ TARGETS = {"human": lambda a: format_column("human", a),
            "judge repeat": lambda a: format_column("judge", a, side="repeat")}
 
 
-def resolve(p: "Pipeline") -> dict:
-    """The score section with its defaults filled in: what fingerprints the score stage.
+def resolve(p: Pipeline) -> dict:
+    """The score section with its defaults filled in: what fingerprints the score stage (the section
+    itself was checked against the train, annotate and compare sections when the file was read,
+    [`PipelineConfig`][csem.pipeline.config.PipelineConfig]).
 
     Returns:
         ``{"score": the section's own settings, "judge", "rubrics", "mode", "generation":
         {"n", "temperature"}, "rescale"}``; ``options`` (default the annotate stage's) only when
-        given, as the annotate stage fingerprints them; ``rescale`` True where the pipeline knows
-        its student learned this judge's scores of these rubrics (the annotate stage's, no compare).
-
-    Raises:
-        InputError: ``defer_by: std`` without a seed ensemble; another judge or other rubrics than
-            the annotate stage's (or a student learnt from compared pairs) without ``score.rescale``.
+        given, as the annotate stage fingerprints them. ``rescale`` is True also where the pipeline
+        knows its student learnt this judge's scores of these rubrics on their own scale (the
+        annotate stage's; ``PipelineConfig.score_is_own``), whatever ids its metric card lists.
     """
-    from csem.apply.cascade import same_judge
-
     s, a = p.cfg.score, p.cfg.annotate
-    members = int(p.cfg.train.model.get("members", 1))
-    if s.defer_by == "std" and members < 2:
-        raise InputError("score.defer_by 'std' reads the seed ensemble's deviation: set train.model.members > 1, "
-                         "or defer by mc, neighbours or random")
-    judge = s.judge or a.judge
-    rubrics = p._rubrics(s.rubrics)
-    own = same_judge(judge, a.judge) and rubrics == p._rubrics() and p.cfg.compare is None
-    if not own and not s.rescale:
-        why = ("the student learnt from compared pairs, on no rubric's scale" if p.cfg.compare is not None else
-               "the student learnt the annotate stage's judge and rubrics, whose scale another's need not share")
-        raise InputError(f"score.judge / score.rubrics: {why}; set score.rescale: true to map the rubric's scale "
-                         "linearly onto the student's label range, or leave them out")
     options = a.options if s.options is None else s.options
-    out = {"score": s.model_dump(exclude={"judge", "rubrics", "options"}), "judge": judge, "rubrics": rubrics,
-           "mode": a.mode, "generation": {"n": a.n, "temperature": a.temperature}, "rescale": s.rescale or own}
+    out = {"score": s.model_dump(exclude={"judge", "rubrics", "options"}), "judge": s.judge or a.judge,
+           "rubrics": p._rubrics(s.rubrics), "mode": a.mode, "generation": {"n": a.n, "temperature": a.temperature},
+           "rescale": s.rescale or p.cfg.score_is_own()}
     if options:
         out["options"] = options
     return out
 
 
-def score_deferred(p: "Pipeline", model: Any, records: list[dict]) -> tuple[list[dict], dict]:
+def score_deferred(p: Pipeline, model: Any, records: list[dict]) -> tuple[list[dict], dict]:
     """Run the cascade over the score stage's records.
 
     Args:
@@ -148,7 +134,7 @@ def cascade_rows(records: list[dict], label_cols: list[str], *, human_cols: list
 
     Per aspect and target (``human``: ``human.<aspect>``; ``judge repeat``: ``judge.<aspect>.repeat``;
     a target the records do not carry gives no row), on the records that carry the target: rows of
-    [`agreement_table`][csem.pipeline.agreement.agreement_table]'s layout for the scorers ``cascade``
+    `csem.pipeline.agreement.agreement_table`'s layout for the scorers ``cascade``
     (the combined column), ``student`` (the student's own score) and ``judge`` (the judge's labels,
     what judging every row gives), each with ``rows_judged``: how many of those records the cascade
     deferred to the judge.

@@ -367,7 +367,33 @@ class PipelineConfig(_Strict):
     def _check(self) -> "PipelineConfig":
         if not self.annotate.rubrics:
             raise InputError("annotate.rubrics must name at least one rubric")
+        if self.score is not None:
+            self._check_score()
         return self
+
+    def _check_score(self) -> None:
+        """The score section against the stages it draws on: ``defer_by: std`` needs a seed ensemble; a
+        judge or rubric the student did not learn (or a student learnt from compared pairs) needs
+        ``score.rescale``."""
+        s = self.score
+        if s.defer_by == "std" and int(self.train.model.get("members", 1)) < 2:
+            raise InputError("score.defer_by 'std' reads the seed ensemble's deviation: set train.model.members > 1, "
+                             "or defer by mc, neighbours or random")
+        if not s.rescale and not self.score_is_own():
+            why = ("the student learnt from compared pairs, on no rubric's scale" if self.compare is not None else
+                   "the student learnt the annotate stage's judge and rubrics, whose scale another's need not share")
+            raise InputError(f"score.judge / score.rubrics: {why}; set score.rescale: true to map the rubric's "
+                             "scale linearly onto the student's label range, or leave them out")
+
+    def score_is_own(self) -> bool:
+        """Whether the score section's judge and rubrics (default the annotate stage's) are those the
+        student learnt: the annotate stage's judge ([`csem.apply.cascade.same_judge`][]), rubrics among
+        the annotate stage's, and no compare stage (whose student learns from pairs)."""
+        from csem.apply.cascade import same_judge
+
+        s = self.score
+        return (s is not None and self.compare is None and same_judge(s.judge or self.annotate.judge, self.annotate.judge)
+                and set(s.rubrics or self.annotate.rubrics) <= set(self.annotate.rubrics))
 
 
 def resolve_path(value: str, base: Path) -> Path:

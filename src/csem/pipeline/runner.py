@@ -431,9 +431,9 @@ class Pipeline:
         return summary
 
     def score_settings(self) -> dict:
-        """The score stage's settings: ``{}`` without a ``score`` section, else the section with its
-        defaults filled in ([`csem.pipeline.cascade.resolve`][]; a bad combination fails here, before
-        any stage runs)."""
+        """The score stage's settings: ``{}`` without a ``score`` section (a run folder from before the
+        section existed stays done), else the section with its defaults filled in
+        ([`csem.pipeline.cascade.resolve`][])."""
         if self.cfg.score is None:
             return {}
         from csem.pipeline.cascade import resolve
