@@ -163,7 +163,8 @@ def train(data: Any, label_col: str | Sequence[str], *, out_dir: str | Path | No
             joined with ``+`` (``judge.coherence@gpt4+judge.coherence@chatgpt``).
         out_dir: the model folder to write (None: only return the model).
         mode: ``ref-free`` | ``ref-based`` | ``fluency`` | ``fluency-ref`` (None: ``config.mode``, else ``ref-free``).
-        dev: dev records or file: per-epoch validation, best checkpoint, early stopping.
+        dev: dev records or file: per-epoch validation, best checkpoint, early stopping; its records of
+            sources absent from ``data`` give the card's verdict.
         judge_col, normalise, combine, pairs, label_range, judge, rubric: as ``csem train``
             ([`csem.model.fit.training_set`][]).
         config, train_config: a [`csem.model.ModelConfig`][] / [`csem.model.TrainConfig`][].

@@ -83,7 +83,8 @@ def train(
     epochs: Optional[int] = typer.Option(None, help="maximum epochs (train.max_epochs)"),
     seed: Optional[int] = typer.Option(None, help="random seed (train.seed)"),
     members: Optional[int] = typer.Option(None, help="seed ensemble of this many students (model.members)"),
-    dev: Optional[Path] = typer.Option(None, "--dev", help="dev file: validation, best epoch, early stop"),
+    dev: Optional[Path] = typer.Option(None, "--dev", help="dev file: validation, best epoch, early stop; its sources absent "
+                                      "from --data give the card's verdict"),
     label_range: Optional[str] = typer.Option(None, help="rating scale MIN,MAX (default: the scale `csem "
                                               "annotate` recorded, else the labels' range)"),
     pairs: bool = typer.Option(False, "--pairs", help="--data is a preference file (`csem annotate --compare`)"),
