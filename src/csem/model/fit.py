@@ -221,15 +221,18 @@ def fit(records: Sequence[Mapping[str, Any]], label_col: str | Sequence[str] | S
                           provenance={"judge": ts.judge, "rubric": ts.rubric, "notes": notes},
                           contrast=contrast, contrast_where=contrast_where, where=where)
     _card_entries(model.card, ts)
-    if verdict and is_global_zero():
+    if out_dir is not None and is_global_zero():
+        model.save(out_dir)
+    if verdict and is_global_zero():  # after saving: the trained model is kept whatever happens here
         # the one rule over the pipeline's evidence code (a standalone run measures what a pipeline does)
+        from csem.model.card import write_card
         from csem.pipeline.trust import train_verdict
 
         model.card["verdict"], rep = train_verdict(model, ts.records, ts.dev_records, ts.label_cols)
         if rep:
             model.card["judge_repeatability"] = rep
-    if out_dir is not None and is_global_zero():
-        model.save(out_dir)
+        if out_dir is not None:
+            write_card(Path(out_dir), model.card)
     return model
 
 

@@ -169,8 +169,9 @@ def baseline_scores(train: list[dict], test: list[dict], label_cols: list[str]) 
     ``{baseline: {label column: [score per test record]}}``, baselines that cannot be computed left out."""
     from csem.baselines import extractiveness, length, system_prior
 
-    scores: dict[str, dict[str, list]] = {"length": {c: length(test) for c in label_cols},
-                                          "extractiveness": {c: extractiveness(test) for c in label_cols}}
+    scores: dict[str, dict[str, list]] = {"length": {c: length(test) for c in label_cols}}
+    if all(isinstance(r.get("source"), str) for r in test):  # a candidate-only data set has no extractiveness
+        scores["extractiveness"] = {c: extractiveness(test) for c in label_cols}
     if test and all(r.get("system_id") is not None for r in test + train):
         scores["system prior"] = system_prior(train, test, label_cols)
     scores.update(_overlap_fit(train, test, label_cols))
@@ -183,7 +184,8 @@ def baseline_rows(train: list[dict], test: list[dict], label_cols: list[str], *,
     trivial baselines on the held-out records: could they explain the student's agreement?
 
     * ``length``: the candidate's words ([`csem.baselines.lexical.length`][]);
-    * ``extractiveness``: share of its trigrams found in the source ([`csem.baselines.lexical.extractiveness`][]);
+    * ``extractiveness``: share of its trigrams found in the source ([`csem.baselines.lexical.extractiveness`][];
+      no row where a source is missing);
     * ``system prior``: the mean training label of the candidate's system (``system_id``;
       [`csem.baselines.prior.system_prior`][]; candidates of systems without training labels are
       left out and counted in ``n_missing``);
