@@ -76,6 +76,13 @@ def test_the_exact_share_is_deferred_and_answered_by_the_judge_cache(base, defer
     assert "## Cascade (score stage)" in report and f"{k} judgments asked, 0 new judge calls, {k} answered" in report
     assert "Cascade (score stage)" in (run / "report.html").read_text()
     assert "Cascade" not in (base[2].run_dir / "report.md").read_text()
+    from csem.pipeline.cascade import cascade_lines  # what csem run prints after the stages
+
+    lines = cascade_lines(Pipeline.from_file(deferred[1], run, progress=False))
+    assert lines[0].startswith(f"cascade: {k} of {n} records to csem/summ-coherence-ref-free (mc rule); judgments 0 "
+                               f"new, {k} from the run's judge cache, 0 failed")
+    assert len(lines) == 2 and lines[1].startswith("cascade, coherence vs judge repeat (held-out, summary-level")
+    assert cascade_lines(base[2]) == []
 
 
 def test_the_student_figures_are_those_of_a_run_without_the_option(base, deferred):
@@ -164,6 +171,18 @@ def test_without_the_section_the_run_is_as_before(base, deferred, tmp_path):
     assert not any(k.endswith(("@student", ".provenance")) for r in read_records(run / "scored.jsonl") for k in r)
     assert "Cascade" not in (run / "report.md").read_text()
     assert (run / "meta.json").read_text() == (p.run_dir / "meta.json").read_text()
+
+
+def test_csem_run_prints_what_the_cascade_did(deferred, tmp_path):
+    _, path, run0 = deferred
+    run = tmp_path / "run"
+    shutil.copytree(run0, run)
+    res = CliRunner().invoke(app, ["run", str(path), "--run-dir", str(run)])
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())
+    k = _state(run)["score"]["summary"]["cascade"]["judge_calls"]
+    assert f"records to csem/summ-coherence-ref-free (mc rule); judgments 0 new, {k} from the run's judge cache" in out
+    assert "cascade, coherence vs judge repeat (held-out, summary-level Spearman)" in out
 
 
 @pytest.mark.parametrize("score, message", [

@@ -93,14 +93,18 @@ def run(
                           for c, g in rr["gain"].items() if g["sources"])
         console.print(f"rerank: {rr['sources']} sources, judge score of the chosen candidate: {gains or 'none judged'} "
                       f"-> {p.run_dir / 'reranked.jsonl'}")
+    from rich.markup import escape
+
+    from csem.pipeline.cascade import cascade_lines
+
+    for line in cascade_lines(p):  # the score stage's cascade: what it deferred, its figures
+        console.print(escape(line), soft_wrap=True)
     m = p.state.data.get("mrt", {}).get("summary") if p.cfg.mrt is not None else None
     if m:
         fmt3 = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
         console.print(f"mrt: {m['steps']} steps; mean reward {fmt3(m['reward_first'])} (first quarter) -> "
                       f"{fmt3(m['reward_last'])} (last); MLE loss {fmt3(m['mle_first'])} -> {fmt3(m['mle_last'])} "
                       f"-> {p.run_dir / m['folder']}")
-    from rich.markup import escape
-
     from csem.pipeline.trust import trust_lines
 
     for line in trust_lines(p):  # the judge's repeatability, the curve, the gate, the verdict

@@ -165,3 +165,28 @@ def cascade_rows(records: list[dict], label_cols: list[str], *, human_cols: list
                 rows += [{**r, "rows_judged": judged} for r in got]
     return rows
 
+
+
+def cascade_lines(p: Pipeline) -> list[str]:
+    """What ``csem run`` prints about the score stage's cascade (empty without a ``score`` section or
+    before the score stage ran): the records deferred, the judge calls, and per aspect and target the
+    summary-level Spearman of the combined column beside the student's own on the same held-out rows."""
+    c = p.state.data.get("score", {}).get("summary", {}).get("cascade") if p.cfg.score is not None else None
+    if not c:
+        return []
+    deferred = ", ".join(f"{n} of {c['rows']} records to {r}" for r, n in c["deferred"].items())
+    lines = [f"cascade: {deferred} ({c['rule']} rule); judgments {c['judged']} new, {c['cached']} from the run's "
+             f"judge cache, {c['failed']} failed -> {p.run_dir / 'scored.jsonl'}"]
+    rows = p.state.data.get("meta_eval", {}).get("summary", {}).get("cascade") or []
+    fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
+    by = {(r["aspect"], r["target"], r["scorer"]): r for r in rows if r["level"] == "summary"}
+    for (aspect, target, scorer), r in by.items():
+        if scorer == "cascade":
+            own = by.get((aspect, target, "student"), {})
+            lines.append(f"cascade, {aspect} vs {target} (held-out, summary-level Spearman): {fmt(r['spearman'])}, the "
+                         f"student alone {fmt(own.get('spearman'))}, over {r['n_pairs']} candidates, "
+                         f"{r['rows_judged']} judged")
+    if not rows:
+        lines.append("cascade: no human rating or judge repeat label to measure the combined column against "
+                     "(never against the judge's own labels)")
+    return lines
