@@ -115,3 +115,28 @@ def test_the_judges_repeat_scores_give_the_ceiling(tiny_encoder, train_records, 
     assert f"The judge agrees with itself at {rep['summary']['r']:.2f}" in got["text"]
     assert model.card["judge_repeatability"]["columns"][LABEL]["summary"]["r"] == rep["summary"]["r"]
     assert model.card["judge_repeatability"]["sources"] == 12
+
+
+def test_each_judges_head_is_read_against_its_own_judge_and_candidate_only_data_drop_source_baselines(
+        tiny_encoder, train_records, dev_records):
+    """Several judges as one head each (``combine="heads"``) on data without sources (``fluency`` mode):
+    the verdict reads each head against its own judge, with the baselines a candidate alone allows."""
+    def two_judges(rows):
+        out = []
+        for i, r in enumerate(rows):
+            r = {k: v for k, v in r.items() if k not in ("source", "reference")}
+            out.append({**r, "judge.quality@a": r[LABEL], "judge.quality@b": float(1 + (i * 3) % 5)})
+        return out
+
+    train, dev = two_judges(train_records), two_judges(dev_records)
+    model = csem.train(train, "judge.quality@a+judge.quality@b", dev=dev, combine="heads", mode="fluency",
+                       label_range=(1, 5), encoder=str(tiny_encoder), **TINY)
+    rows = model.card["verdict"]["aspects"]
+    assert [r["aspect"] for r in rows] == ["quality-a", "quality-b"]
+    test = model.predict(dev).records
+    for row, judge in zip(rows, ("a", "b")):
+        x = [r[f"metric.csem.quality@{judge}"] for r in test]
+        y = [r[f"judge.quality@{judge}"] for r in test]
+        s = correlate(x, y, level="summary", method="spearman", groups=[r["doc_id"] for r in test]).value
+        assert row["student"] == round(s, 4)
+        assert row["best_baseline"] in ("length", "system prior")  # no source: no extractiveness, no overlap fit
