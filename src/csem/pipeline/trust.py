@@ -274,17 +274,16 @@ def _renamed(records: list[dict], names: dict[str, str]) -> list[dict]:
     moved = {c: n for c, n in names.items() if c != n}
     if not moved:
         return records
+    heads = {(c.aspect, c.tag): parse_column(n).aspect for c, n in ((parse_column(k), n) for k, n in moved.items())}
     out = []
     for r in records:
         r = dict(r)
         for k in list(r):
             c = parse_column(k)
-            if c is None or c.side is not None or c.tag is None:
-                continue
             if k in moved:
                 r[moved[k]] = r[k]
-            elif c.kind == "metric" and format_column("judge", c.aspect, tag=c.tag) in moved:
-                r[format_column("metric", f"{c.aspect}-{c.tag}", name=c.name)] = r[k]
+            elif c is not None and c.kind == "metric" and c.side is None and (c.aspect, c.tag) in heads:
+                r[format_column("metric", heads[(c.aspect, c.tag)], name=c.name)] = r[k]
         out.append(r)
     return out
 
