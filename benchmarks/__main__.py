@@ -65,11 +65,16 @@ def headline(results_dir: Path, pages: str = "docs/benchmarks/") -> str:
     if mj:
         ag = mj["agreement"]
         aspects = " / ".join(ag)
-        base = {k: " / ".join(suite.fmt(d.get("baselines", {}).get(k)) for d in ag.values())
-                for k in ("length", "extractiveness", "system prior")}
+        base = {k: " / ".join(suite.fmt(d.get("baselines", {}).get(k), 2) for d in ag.values())
+                for k in ("length", "extractiveness", "system prior", "overlap fit")}
+        seeds = " / ".join(f"{suite.fmt(d.get('mean'), 2)} ± {suite.fmt(d.get('sd'), 2)}" for d in ag.values())
+        rep = mj.get("repeatability") or {}
+        judge = [f"the judge against itself {' / '.join(suite.fmt(rep[a]['r'], 2) for a in ag if a in rep)}"] \
+            if rep else []
         rows.append([f"[main job]({pages}main_job.md): student vs its judge, {aspects} (summary-level "
-                     "Spearman, held-out articles)", " / ".join(suite.fmt(d.get("model")) for d in ag.values()),
-                     "; ".join(f"{k} {v}" for k, v in base.items())])
+                     "Spearman, 6 held-out articles; the seed ensemble, then one student per seed: mean ± sd)",
+                     " / ".join(suite.fmt(d.get("model"), 2) for d in ag.values()) + f" (per seed {seeds})",
+                     "; ".join(judge + [f"{k} {v}" for k, v in base.items()])])
     for name, what in (("teacher_pool", "student vs its judge at {labels:,} labels (test pool)"),
                        ("student_summeval", "student vs GPT-4 on SummEval, average of 4 aspects")):
         r = _results(name, results_dir)

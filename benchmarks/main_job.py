@@ -27,7 +27,7 @@ from pathlib import Path
 from benchmarks.suite import CACHE, fmt, log, machine, markdown_table, now
 
 PIPELINE = "package:summarization.yaml"
-STAGES = ("collect", "annotate", "train", "score", "meta_eval", "seeds", "rerank", "report")
+STAGES = ("collect", "annotate", "train", "score", "meta_eval", "curve", "seeds", "rerank", "verdict", "report")
 
 
 def cpu() -> dict:
@@ -97,6 +97,32 @@ def judge_range(run_dir: Path) -> dict:
     return {a: {"min": min(v), "max": max(v), "sd": statistics.pstdev(v), "n": len(v)} for a, v in cols.items()}
 
 
+def trust(run_dir: Path) -> dict:
+    """What the run says about trusting its student: the judge's repeatability (``repeatability``:
+    aspect -> summary-level r, its 95% CI, sqrt(r), sources), the verdict (``verdict.json``'s status and
+    headline), the learning curve's fit per aspect (``curve.json``), the acceptability gate's count
+    (``gate.json``: real candidates floored, of them rated above the judge's median) and the score stage's
+    throughput (samples/s, model loading excluded). A file the run did not write gives None."""
+    def load(name: str):
+        p = run_dir / name
+        return json.loads(p.read_text()) if p.is_file() else None
+
+    rep, verdict, curve, gate = (load(n) for n in ("labelled.jsonl.repeatability.json", "verdict.json",
+                                                    "curve.json", "gate.json"))
+    state = json.loads((run_dir / "state.json").read_text())
+    return {
+        "repeatability": None if rep is None else {
+            col.split(".", 1)[1]: {"r": d["summary"]["r"], "ci": d["summary"]["ci"], "sqrt_r": d["summary"]["sqrt_r"],
+                                   "sources": d["summary"]["n_sources"]}
+            for col, d in rep["columns"].items()},
+        "repeat_seconds": ((state.get("annotate") or {}).get("summary") or {}).get("repeat", {}).get("seconds"),
+        "verdict": None if verdict is None else {"status": verdict.get("status"), "headline": verdict.get("headline")},
+        "curve_fit": None if curve is None else {a: {k: f.get(k) for k in ("gain_per_doubling", "gain_ci", "trend", "labels_to_target")} for a, f in (curve.get("fits") or {}).items()},
+        "gate": None if gate is None else {a: d.get("all") for a, d in gate.items()},
+        "throughput": ((state.get("score") or {}).get("summary") or {}).get("samples_per_second"),
+    }
+
+
 def report(res: dict) -> str:
     """The Markdown report: stage times, the student vs the judge beside the baselines, the judge's range."""
     m = res["meta"]
@@ -104,7 +130,7 @@ def report(res: dict) -> str:
              f"{m['cpu']['model']} ({m['cpu']['cores']} cores, AMX: {'yes' if m['cpu']['amx'] else 'no'}); "
              f"csem {m['versions']['csem']}, llama-cpp-python {m['versions']['llama_cpp_python']}, torch "
              f"{m['versions']['torch']}; `{' '.join(res['command'])}`, {res['wall_seconds']:.0f} s wall, "
-             f"exit {res['returncode']}."
+             f"exit {res['returncode']}." + (f" {res['note']}" if res.get("note") else "")
              + "\n"]
     rows = []
     for s in STAGES:
@@ -122,13 +148,42 @@ def report(res: dict) -> str:
         ci = d.get("model_ci")
         rows.append([a, fmt(d.get("model")), f"{fmt(ci[0])} to {fmt(ci[1])}" if ci else "",
                      f"{fmt(d['mean'])} +- {fmt(d['sd'])} ({fmt(d['min'])}-{fmt(d['max'])})",
-                     *(fmt(b.get(k)) for k in ("length", "extractiveness", "system prior"))])
+                     *(fmt(b.get(k)) for k in ("length", "extractiveness", "system prior", "overlap fit"))])
     lines.append(markdown_table(rows, ["aspect", "the run's student (model/)", "its 95% CI (test articles resampled)",
                                        "one student per seed, mean +- sd (min-max)", "length", "extractiveness",
-                                       "system prior"]))
+                                       "system prior", "overlap fit (least squares)"]))
     rng = "; ".join(f"{a} {fmt(v['min'])}-{fmt(v['max'])} (sd {fmt(v['sd'])})" for a, v in res["judge_range"].items())
     lines.append(f"\nThe judge's scores: {rng}.")
+    lines += _trust_lines(res)
     return "\n".join(lines) + "\n"
+
+
+def _trust_lines(res: dict) -> list[str]:
+    """The report's lines on the run's verdict, the judge's repeatability, the curve, the gate and speed."""
+    out = []
+    if res.get("verdict"):
+        out.append(f"\n**Verdict** (`verdict.json`): {res['verdict']['headline']}")
+    rows = []
+    for a, d in (res.get("repeatability") or {}).items():
+        fit = (res.get("curve_fit") or {}).get(a) or {}
+        gate = (res.get("gate") or {}).get(a) or {}
+        gain, ci = fit.get("gain_per_doubling"), fit.get("gain_ci") or [None, None]
+        rows.append([a, f"{fmt(d['r'])} ({fmt(d['ci'][0])} to {fmt(d['ci'][1])}), {d['sources']} sources",
+                     fmt(d["sqrt_r"]), f"{fmt(gain)} ({fmt(ci[0])} to {fmt(ci[1])}), {fit.get('trend', '')}",
+                     f"{gate.get('floored', '')} of {gate.get('candidates', '')}"
+                     f" ({gate.get('floored_above_median', '')} rated above the judge's median)"])
+    if rows:
+        out.append("\nThe judge against itself (a second rendering of each rubric on a share of the sources), "
+                   "the learning curve's gain per doubling of the labels, and the real candidates the "
+                   "acceptability gate floors:\n")
+        out.append(markdown_table(rows, ["aspect", "judge repeatability r (95% CI)", "sqrt(r)",
+                                         "curve: gain per doubling (95% CI)", "gate: floored"]))
+    if res.get("repeat_seconds") is not None:
+        out.append(f"\nThe repeatability share cost {res['repeat_seconds']:.0f} s of judging.")
+    if res.get("throughput"):
+        out.append(f"\nScoring throughput of the shipped student (the score stage, model loading excluded): "
+                   f"{res['throughput']:.1f} samples/s.")
+    return out
 
 
 def quick_pipeline(folder: Path) -> str:
@@ -148,6 +203,21 @@ def quick_pipeline(folder: Path) -> str:
     path = folder / "quick.yaml"
     path.write_text(yaml.safe_dump(spec), encoding="utf-8")
     return str(path)
+
+
+def read(run_dir: Path, quick: bool = False, wall: float | None = None, cpu_seconds: float | None = None,
+         peak_rss_mb: float | None = None, note: str | None = None) -> dict:
+    """The results of a finished main-job run folder (what :func:`run` returns); ``wall`` defaults to the
+    sum of the stages' seconds (a run resumed after an interruption)."""
+    state = json.loads((run_dir / "state.json").read_text())
+    stages = {s: {"seconds": state[s]["seconds"], "summary": state[s].get("summary")} for s in STAGES if state.get(s)}
+    agree = agreement(run_dir)
+    return {"meta": {"date": now(), "machine": machine(), "cpu": cpu(), "versions": versions()},
+            "command": ["csem", "run", PIPELINE if not quick else "quick.yaml"], "pipeline": PIPELINE, "quick": quick,
+            "returncode": 0, "wall_seconds": wall if wall is not None else sum(v["seconds"] for v in stages.values()),
+            "cpu_seconds": cpu_seconds, "peak_rss_mb": peak_rss_mb, "stages": stages, "note": note,
+            "seeds": max((len(d.get("per_seed", {})) for d in agree.values()), default=0),
+            "agreement": agree, "judge_range": judge_range(run_dir), **trust(run_dir)}
 
 
 def run(quick: bool = False) -> dict:
@@ -173,15 +243,7 @@ def run(quick: bool = False) -> dict:
     missing = missing_outputs(run_dir)
     if missing:
         raise RuntimeError(f"{run_dir}: csem run exited 0 but wrote no {', '.join(missing)}")
-    state = json.loads((run_dir / "state.json").read_text())
-    stages = {s: {"seconds": state[s]["seconds"], "summary": state[s].get("summary")} for s in STAGES if state.get(s)}
-    agree = agreement(run_dir)
-    res = {"meta": {"date": now(), "machine": machine(), "cpu": cpu(), "versions": versions()},
-           "command": ["csem", "run", PIPELINE if not quick else "quick.yaml"], "pipeline": PIPELINE, "quick": quick,
-           "returncode": proc.returncode, "wall_seconds": wall, "cpu_seconds": usage.ru_utime + usage.ru_stime,
-           "peak_rss_mb": usage.ru_maxrss / 1024, "stages": stages,
-           "seeds": max((len(d.get("per_seed", {})) for d in agree.values()), default=0),
-           "agreement": agree, "judge_range": judge_range(run_dir)}
+    res = read(run_dir, quick, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
     if quick:
         shutil.rmtree(tmp, ignore_errors=True)
     return res
