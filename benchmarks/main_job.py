@@ -115,10 +115,10 @@ def trust(run_dir: Path) -> dict:
             col.split(".", 1)[1]: {"r": d["summary"]["r"], "ci": d["summary"]["ci"], "sqrt_r": d["summary"]["sqrt_r"],
                                    "sources": d["summary"]["n_sources"]}
             for col, d in rep["columns"].items()},
-        "repeat_seconds": ((state.get("annotate") or {}).get("summary") or {}).get("repeat", {}).get("seconds"),
+        "repeat_seconds": ((((state.get("annotate") or {}).get("summary") or {}).get("repeat")) or {}).get("seconds"),
         "verdict": None if verdict is None else {"status": verdict.get("status"), "headline": verdict.get("headline")},
-        "curve_fit": None if curve is None else {a: {k: f.get(k) for k in ("gain_per_doubling", "gain_ci", "trend", "labels_to_target")} for a, f in (curve.get("fits") or {}).items()},
-        "gate": None if gate is None else {a: d.get("all") for a, d in gate.items()},
+        "curve_fit": None if curve is None else {a: {k: (f or {}).get(k) for k in ("gain_per_doubling", "gain_ci", "trend", "labels_to_target")} for a, f in (curve.get("fits") or {}).items()},
+        "gate": None if gate is None else {a: (d or {}).get("all") for a, d in gate.items() if isinstance(d, dict)},
         "throughput": ((state.get("score") or {}).get("summary") or {}).get("samples_per_second"),
     }
 
