@@ -263,15 +263,15 @@ def write(args, meta: dict, cv: dict, base_cv: dict, names: list[str], seconds: 
     """The results file and its Markdown table (rewritten after every recipe)."""
     labels, train_rows, seeds = meta["labels"], meta["train_rows"], meta["seeds"]
     res = {"meta": {**meta, "seconds": seconds}, "cv": cv, "cv_baselines": base_cv}
-    md = ["# Seed ensembles that share more of their encoder: grouped cross-validation on the main job's "
-          "training articles", "",
-          f"Run folder `{args.run_dir}` ({train_rows} training rows of {sum(map(len, meta['folds']))} "
+    md = [("# Seed ensembles that share more of their encoder: grouped cross-validation on the main job's "
+           "training articles"), "",
+          (f"Run folder `{args.run_dir}` ({train_rows} training rows of {sum(map(len, meta['folds']))} "
           f"articles; labels {', '.join(labels)}). {len(meta['folds'])} folds of training articles, seeds {seeds}; "
           "summary-level Spearman of model vs judge on the held-out fold, averaged over folds, mean ± sd over "
-          f"seeds. {res['meta']['date']}, {machine()}, {args.threads} torch thread(s).", "",
-          "Cost: `shared_depth` of the members (-1: one encoder for all; k: embeddings and layers 0..k-1 "
+          f"seeds. {res['meta']['date']}, {machine()}, {args.threads} torch thread(s)."), "",
+          ("Cost: `shared_depth` of the members (-1: one encoder for all; k: embeddings and layers 0..k-1 "
           "shared) and the ensemble's `predict` time over its first member's alone on the "
-          f"{train_rows} training rows (first seed and fold, fp32, best of {args.repeats}).", "",
+          f"{train_rows} training rows (first seed and fold, fp32, best of {args.repeats})."), "",
           markdown_table(table(names, cv, base_cv, labels),
                          ["recipe", *labels, "average", "s/model", "shared depth", "ensemble / one member"]),
           "", f"Total {seconds / 60:.1f} min (this run; recipes kept from an earlier run not counted)."]
