@@ -143,6 +143,12 @@ REAL_MODEL_FIXTURES = {"smollm2_path", "smol", "llama_server", "llama_server_fac
 def pytest_configure(config):
     config.addinivalue_line("markers", "needs_data: needs the shared human-judgment data (../shared/data or "
                             "$CSEM_DATA); skipped with one line without it, a failure on CI (CI=true)")
+    # pytest-xdist (``-n 2``) without a --dist of the caller's: each test file runs whole on one worker, so a
+    # module fixture (a finished pipeline run, a trained student) is built once, not once per worker
+    if getattr(config.option, "numprocesses", None) and getattr(config.option, "dist", None) == "load":
+        given = [*config.invocation_params.args, *os.environ.get("PYTEST_ADDOPTS", "").split()]
+        if not any(a.startswith("--dist") or a == "-d" for a in given):
+            config.option.dist = "loadfile"
 
 
 def pytest_collection_modifyitems(config, items):
