@@ -8,6 +8,7 @@ a missing data folder fails them instead, so CI never passes by skipping.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -182,8 +183,16 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 @pytest.fixture(scope="session")
 def fast_tier_cache(tmp_path_factory) -> Path:
     """The csem cache folder (``CSEM_CACHE``) of this test process's fast tests: one per process, so one
-    per pytest-xdist worker."""
-    return tmp_path_factory.mktemp("csem_cache")
+    per pytest-xdist worker. The model files already joined in the user's cache are linked into it (with
+    copies of the checksum stamps): a fast test that resolves the local judge's path joins nothing."""
+    own = tmp_path_factory.mktemp("csem_cache")
+    user = Path(os.environ.get("CSEM_CACHE", Path.home() / ".cache" / "csem"))
+    for p in sorted(user.iterdir()) if user.is_dir() else ():
+        if p.suffix == ".gguf" or p.name in ("all-mpnet-base-v2", "hf-from-gguf"):
+            (own / p.name).symlink_to(p)
+        elif p.suffix == ".sha256":
+            shutil.copy2(p, own / p.name)
+    return own
 
 
 @pytest.fixture(autouse=True)
