@@ -26,8 +26,9 @@ deviation, ``neighbours``, ``random``). Random deferral is the mean of 10 draws.
 curve (trapezoid over the share, 0-1), whether a rule beats random at every share up to 50%, and the
 share of judge calls at which the curve first reaches 90% of the judge's own figure (linear
 interpolation between grid points). Two-stage reranking (the student's top K of each source, the judge
-picks among them): the judge's score of the pick vs the judge's best and the student-only pick, and the
-reference's score of each pick, K = 2, 3.
+picks among them): the judge's score of the pick vs the judge's best, the student-only pick and a random
+shortlist of K, and the reference's score of each pick, K = 2, 3. Beside each random curve, the standard
+deviation of its single draws: the yardstick of a rule's margin over random.
 
 The main job's held-out articles (a finished run folder of ``csem run package:summarization.yaml``: the
 main job benchmark's ``benchmarks/.cache/main_job``, or the folder ``$CSEM_CASCADE_RUN_DIR`` names; no
@@ -238,18 +239,20 @@ def agreement(values: list, reference: list, groups: list) -> float:
     return float("nan") if v is None else float(v)
 
 
-def cascade_curve(data: dict, scores: dict, devs: dict | None, rule: str, calibration: str = "fit") -> list[float]:
+def cascade_curve(data: dict, scores: dict, devs: dict | None, rule: str, calibration: str = "fit",
+                  draw_sd: list | None = None) -> list[float]:
     """Agreement with the reference (mean over aspects) at each :data:`GRID` share for one rule; for
     ``random`` the mean over :data:`DRAWS` draws. ``calibration``: as ``csem score --judge-calibration``
     (``fit``: the judged scores mapped by the line of the student's score on the judge's over the judged
-    rows; ``identity``: as they are)."""
+    rows; ``identity``: as they are). ``draw_sd``: a list that gets, per share, the sample standard
+    deviation over the draws of their agreement (mean over aspects; None for a rule with one draw)."""
     from csem.apply.cascade import choose, combine, fit_calibration
 
     test, groups = data["test"], [r["doc_id"] for r in data["test"]]
     draws = range(DRAWS) if rule == "random" else [0]
     out = []
     for share in GRID:
-        vals = []
+        vals, by_draw = [], []
         for a in data["aspects"]:
             judge = [r[f"judge.{a}"] for r in test]
             ref = [r[f"ref.{a}"] for r in test]
@@ -262,7 +265,11 @@ def cascade_curve(data: dict, scores: dict, devs: dict | None, rule: str, calibr
                 combined, _ = combine(scores[a], {i: None if judge[i] is None else k + m * judge[i] for i in picked})
                 per_draw.append(agreement(combined, ref, groups))
             vals.append(statistics.fmean(per_draw))
+            by_draw.append(per_draw)
         out.append(statistics.fmean(vals))
+        if draw_sd is not None:
+            means = [statistics.fmean(col) for col in zip(*by_draw)]  # each draw's mean over aspects
+            draw_sd.append(statistics.stdev(means) if len(means) > 1 else None)
     return out
 
 
@@ -298,8 +305,11 @@ def measure_set(data: dict, students: list[dict]) -> dict:
                  "aspects": data["aspects"], "judge_agreement": judge_fig, "length_agreement": length_fig,
                  "target_90": 0.9 * judge_fig, "grid": list(GRID), "single": {}, "ensemble": {}, "identity": {}}
     for rule in SINGLE_RULES:
-        runs = [cascade_curve(data, st["scores"], st["mc_std"], rule) for st in students]
+        spreads = [[] for _ in students]
+        runs = [cascade_curve(data, st["scores"], st["mc_std"], rule, draw_sd=sp) for st, sp in zip(students, spreads)]
         res["single"][rule] = _summary(runs, res["target_90"])
+        if rule == "random":
+            res["single"][rule]["draw_sd"] = _mean_draw_sd(spreads)
         _log(f"{data['name']}: single students, rule {rule}: area {res['single'][rule]['area']['mean']:.3f}")
     for rule in ("mc", "random"):  # the judged scores as they are: why the calibration is needed
         runs = [cascade_curve(data, st["scores"], st["mc_std"], rule, "identity") for st in students]
@@ -311,7 +321,11 @@ def measure_set(data: dict, students: list[dict]) -> dict:
         ens = ensemble(students, data["aspects"])
         for rule in ENSEMBLE_RULES:
             devs = ens["std"] if rule == "std" else ens["mc_std"]
-            res["ensemble"][rule] = _summary([cascade_curve(data, ens["scores"], devs, rule)], res["target_90"])
+            spread: list = []
+            res["ensemble"][rule] = _summary([cascade_curve(data, ens["scores"], devs, rule, draw_sd=spread)],
+                                             res["target_90"])
+            if rule == "random":
+                res["ensemble"][rule]["draw_sd"] = _mean_draw_sd([spread])
     for kind in ("single", "ensemble", "identity"):
         rnd = res[kind].get("random")
         for rule, v in res[kind].items():
@@ -324,6 +338,11 @@ def measure_set(data: dict, students: list[dict]) -> dict:
     res["student_seconds"] = [st["train_seconds"] for st in students]
     res["students"] = sorted({st["student"] for st in students})
     return res
+
+
+def _mean_draw_sd(spreads: list[list]) -> list[float | None]:
+    """Per share, the mean over students of the random draws' standard deviation."""
+    return [None if any(v is None for v in col) else statistics.fmean(col) for col in zip(*spreads)]
 
 
 def _summary(runs: list[list[float]], target: float) -> dict:
@@ -416,15 +435,27 @@ def _main_job_run(folder: Path) -> tuple[dict, list[dict]] | str:
     state = json.loads(state_p.read_text(encoding="utf-8"))
     if "report" not in state:
         return "the run there has not finished (state.json has no report stage)"
+    done = state["report"].get("finished_at") or ""
+    later = [k for k, v in state.items() if (v.get("finished_at") or "") > done]
+    if later:
+        return f"the run there is being run again ({', '.join(later)} finished after its report)"
     card = json.loads(card_p.read_text(encoding="utf-8"))
     with open(scored_p, encoding="utf-8") as f:
         test = [r for r in (json.loads(line) for line in f if line.strip()) if r.get("split") == "test"]
     facts = {"finished_at": state["report"].get("finished_at"), "judge": card["distilled_from"]["judge"],
              "rubrics": card["distilled_from"]["rubric"], "name": card["name"],
              "aspects": [a["aspect"] for a in card["aspects"]],
-             "student": f"the run's model/ ({card['model']['encoder']}, {card['model'].get('members', 1)} member(s), "
-                        f"{card['training']['n_records']} labels, seed {card['training']['config']['seed']})"}
+             "student": f"the run's model/ ({card['model']['encoder']}, {_members(card)}, "
+                        f"{card['training']['n_records']} labels)"}
     return facts, test
+
+
+def _members(card: dict) -> str:
+    """``"a seed ensemble of 5 (seeds 12, 13, ...)"`` or ``"one student, seed 12"`` from a metric card."""
+    members = card.get("members") or []
+    if len(members) > 1:
+        return f"a seed ensemble of {len(members)} (seeds {', '.join(str(m['seed']) for m in members)})"
+    return f"one student, seed {card['training']['config']['seed']}"
 
 
 def _pick_figures(test: list[dict], idx: list[int], scores: list, lengths: list[float], jcol: str, k: int) -> dict:
@@ -604,7 +635,7 @@ def report(results: dict) -> str:
                 per = v.get("share_for_90_runs") or []
                 share = _share(v["share_for_90"]) + (f" ({', '.join(_share(x) for x in per)})" if len(per) > 1 else "")
                 md.append(f"| {kind} | {rule} | " + " | ".join(cells) + f" | {_pm(v['area'])} | {share} | {beats} |")
-        md.append("")
+        md += ["", _draws_line(s, idx), ""]
     md += ["## Two-stage reranking", "",
            "The student shortlists its top K of each source's candidates, the judge picks among them. Mean over "
            "sources (and aspects), mean ± sd over seeds; the reference's score of each pick beside the judge's; "
@@ -624,6 +655,20 @@ def report(results: dict) -> str:
     return "\n".join(md) + "\n"
 
 
+def _draws_line(s: dict, idx: list[int]) -> str:
+    """How far single random draws scatter around the random curve: the yardstick of a rule's margin."""
+    parts = []
+    for kind in ("single", "ensemble"):
+        sd = (s.get(kind, {}).get("random") or {}).get("draw_sd")
+        if sd:
+            parts.append(f"{kind}: " + ", ".join(f"{int(SHARES[j] * 100)}% {_f(sd[i])}" for j, i in enumerate(idx)
+                                                   if 0 < SHARES[j] < 1))
+    if not parts:
+        return "Spread of the random draws: not recorded."
+    return (f"Spread of single random draws around the random curve (standard deviation over the {DRAWS} draws; "
+            "single students: mean over seeds): " + "; ".join(parts) + ".")
+
+
 def _main_job_md(mj: dict | None) -> list[str]:
     """The main job's two-stage section of the report."""
     md = ["## Two-stage reranking on the main job's held-out articles", ""]
@@ -637,7 +682,7 @@ def _main_job_md(mj: dict | None) -> list[str]:
            "Mean over articles of the judge's score: of the two-stage pick, of the judge's own best, of the "
            "student's own pick, of the judge's pick from a random K (expected, exact), from the longest K, and of "
            "the mean candidate; how often the pick is the judge's best and how often the judge overruled the "
-           "student. One student, one run: no seed spread.", "",
+           "student. One run: no spread over seeds.", "",
            "| aspect | K | judge calls (of all) | calls saved | pick | judge's best | student's pick | random K | "
            "longest K | mean candidate | pick = judge's best | judge overruled |", "| --- | --- |" + " --- |" * 10]
     for k, per in mj["by_k"].items():
