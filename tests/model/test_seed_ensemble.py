@@ -39,6 +39,7 @@ def test_members_are_the_single_seed_students_and_the_score_is_their_mean(ensemb
     model, _ = ensemble
     assert model.config.members == 3 and len(model.members) == 3
     assert [m["seed"] for m in model.card["members"]] == [5, 6, 7]
+    assert model.card["model"]["members"] == 3  # the card describes the ensemble, not its first member
     cfg = ModelConfig(name="e", encoder=str(tiny_encoder), **SMALL)
     singles = [fit(train_records, "judge.quality", "ref-free", config=cfg,
                    train_config=TrainConfig(seed=s, **TC), label_range=(1, 5)) for s in (5, 6, 7)]

@@ -72,6 +72,8 @@ class EvaluationModel:
             if m.config.model_copy(update={"members": 1}) != first:
                 raise InputError("the members of an ensemble must share one config (encoder, mode, heads, scales)")
         card = dict(models[0].card)
+        if isinstance(card.get("model"), dict):  # the card's config is the ensemble's, not the first member's
+            card["model"] = {**card["model"], "members": len(models)}
         if len(models) > 1:
             card["members"] = [{"seed": None if seeds is None else int(seeds[i]),
                                 "validation": m.card.get("validation")} for i, m in enumerate(models)]
