@@ -1,13 +1,13 @@
 """Scoring speed: one student, seed ensembles of 5 and COMET on the same rows, batch size and threads.
 
-Rows: SummEval's first 600 records (sorted doc_id order; articles of ~400 words, ref-free). Models:
+Rows: SummEval's first 300 records (sorted doc_id order; articles of ~400 words, ref-free). Models:
 csem's default student (MiniLM, top 2 layers fine-tuned over cached lower layers, four aspect heads)
 trained briefly on 64 SummEval rows (weights do not change the speed), as one member and as two seed
 ensembles of 5 (``members=5``): csem train's default (``train_layers=2``: the members share the
 embeddings and the 4 lower layers, which scoring runs once per text, and each runs its own top 2) and
 the main job's recipe (``train_layers=1``: 5 layers shared, each member's top layer);
-each loaded with ``csem.load_metric`` and timed on
-``EvaluationModel.predict`` (best of 3 passes after a warm-up, wall seconds); COMET (unbabel-comet
+each loaded with ``csem.load_metric`` and timed on ``EvaluationModel.predict`` (best of 3 passes
+after a warm-up, the students in turn within each pass, wall seconds); COMET (unbabel-comet
 2.2.7's ``ReferencelessRegression`` on the same MiniLM folder, its own ``predict``), in its own virtual
 environment built from PyPI once (below: COMET pins ``transformers<5`` and ``numpy<2``, so it never
 becomes a csem dependency). ``quick``: 8 rows, ensembles of 2, no COMET.
@@ -301,20 +301,24 @@ def write_comet_jsonl(records, path: Path, mode: str = "ref-free") -> Path:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
     return path
 
-N_ROWS, N_TRAIN, BATCH, REPEATS = 600, 64, 32, 3
+N_ROWS, N_TRAIN, BATCH, REPEATS = 300, 64, 32, 3
 #: the seed ensembles timed: name -> ``train_layers`` of their members
 ENSEMBLES = {"top 2 layers (csem train's default)": 2, "top layer (the main job's recipe)": 1}
 
 
-def _time_predict(model, rows: list[dict], repeats: int) -> dict:
-    model.predict(rows[:BATCH], batch_size=BATCH)  # warm-up
-    times = []
+def _time_interleaved(models: dict, rows: list[dict], repeats: int) -> dict:
+    """Best-of-``repeats`` wall seconds of ``predict`` on ``rows`` for each model, the models timed in
+    turn within each round (after one warm-up batch each), so a change in the machine's load falls on
+    all of them alike."""
+    for model in models.values():
+        model.predict(rows[:BATCH], batch_size=BATCH)  # warm-up
+    times: dict = {name: [] for name in models}
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        model.predict(rows, batch_size=BATCH)
-        times.append(time.perf_counter() - t0)
-    best = min(times)
-    return {"seconds": best, "all_seconds": times, "rows_per_s": len(rows) / best}
+        for name, model in models.items():
+            t0 = time.perf_counter()
+            model.predict(rows, batch_size=BATCH)
+            times[name].append(time.perf_counter() - t0)
+    return {name: {"seconds": min(t), "all_seconds": t, "rows_per_s": len(rows) / min(t)} for name, t in times.items()}
 
 
 def run(quick: bool = False) -> dict:
@@ -337,12 +341,14 @@ def run(quick: bool = False) -> dict:
     scorers = [("one student", 1, 2)] + [(f"seed ensemble of {members}, {name}", members, layers)
                                          for name, layers in ENSEMBLES.items()]
     with tempfile.TemporaryDirectory(prefix="csem-speed-") as tmp:
+        models = {}
         for i, (name, m, layers) in enumerate(scorers):
             folder = Path(tmp) / f"m{i}"
             csem.train(train, labels, out_dir=folder, members=m, train_layers=layers, max_epochs=1, seed=12,
                        num_threads=n_threads)
-            res = _time_predict(csem.load_metric(folder), rows, repeats)
-            out["timings"][name] = res
+            models[name] = csem.load_metric(folder)
+        out["timings"] = _time_interleaved(models, rows, repeats)
+        for name, res in out["timings"].items():
             log(f"{name}: {res['rows_per_s']:.1f} rows/s")
         if not quick:
             comet = time_comet(write_comet_jsonl(rows, Path(tmp) / "comet.jsonl"), n_threads, BATCH, repeats,
@@ -369,7 +375,7 @@ def report(results: dict) -> str:
     return "\n".join([
         "# Scoring speed: student, seed ensemble and COMET side by side", "",
         f"{results['rows']} SummEval rows (ref-free), batch size {results['batch_size']}, {results['threads']} torch "
-        f"threads, best of {results['repeats']} passes after a warm-up; machine: {results['machine']}.", "",
+        f"threads, best of {results['repeats']} passes after a warm-up, the students timed in turn within each round; machine: {results['machine']}.", "",
         markdown_table(rows, ["scorer", "best s", "rows/s", "passes (s)"]), "",
         f"A seed ensemble of {results['members']} takes "
         + "; ".join(f"**{ratio:.2f}x** the time of one member when its members fine-tune the {name}"
