@@ -67,12 +67,14 @@ def resolve(p: Pipeline) -> dict:
     return out
 
 
-def score_deferred(p: Pipeline, model: Any, records: list[dict]) -> tuple[list[dict], dict]:
+def score_deferred(p: Pipeline, model: Any, records: list[dict], student: Any) -> tuple[list[dict], dict]:
     """Run the cascade over the score stage's records.
 
     Args:
         p: the pipeline (its ``score`` section set). model: the train stage's student.
         records: the annotate stage's records with ``split``, in file order.
+        student: the student's own `Prediction` of ``records`` (the score stage's one pass; the
+            cascade starts from it instead of scoring them again).
 
     Returns:
         ``(rows, summary)``: the rows of ``scored.jsonl`` (the records with the student's, the
@@ -86,11 +88,13 @@ def score_deferred(p: Pipeline, model: Any, records: list[dict]) -> tuple[list[d
     """
     s, how = p.cfg.score, resolve(p)
     t0 = time.perf_counter()
-    pred = model.predict(records, defer=s.defer, defer_budget=s.defer_budget, defer_by=s.defer_by,
-                         judge=how["judge"], rubric=how["rubrics"], judge_cache=p.run_dir / "judge_cache.sqlite",
-                         judge_options=how.get("options"), judge_mode=how["mode"], judge_generation=how["generation"],
-                         judge_rescale=how["rescale"], judge_calibration=s.calibration, seed=s.seed,
-                         progress=p.progress)
+    from csem.apply.cascade import predict_deferred
+
+    pred = predict_deferred(model, records, student, defer=s.defer, defer_budget=s.defer_budget, defer_by=s.defer_by,
+                            judge=how["judge"], rubric=how["rubrics"], judge_cache=p.run_dir / "judge_cache.sqlite",
+                            judge_options=how.get("options"), judge_mode=how["mode"],
+                            judge_generation=how["generation"], judge_rescale=how["rescale"],
+                            judge_calibration=s.calibration, seed=s.seed, progress=p.progress)
     rows = [_keep_labels(out, rec) for out, rec in zip(pred.records, records)]
     rep, js = pred.cascade, pred.cascade.summary
     held_out = [i for i, r in enumerate(records) if r.get("split") == "test"]

@@ -412,19 +412,20 @@ class Pipeline:
         """Score every candidate with the student (``scored.jsonl``); with a ``score`` section, then
         defer the records it is least sure of to the judge (`csem.pipeline.cascade.score_deferred`):
         the summary's ``cascade`` says what it did, its ``failed`` judgments keep the stage undone.
-        The throughput figure is the student's own pass, as without deferral."""
+        The throughput figure is the student's one pass, which the cascade starts from."""
         from csem.model import EvaluationModel
 
         recs, _ = self.labelled()
         model = EvaluationModel.load(self.run_dir / "model")
         t0 = time.perf_counter()
-        scored = model.predict(recs).records
+        student = model.predict(recs)
         seconds = time.perf_counter() - t0
+        scored = student.records
         summary = {"rows": len(recs), "seconds": seconds, "samples_per_second": len(recs) / max(seconds, 1e-9)}
         if self.cfg.score is not None:
             from csem.pipeline.cascade import score_deferred
 
-            scored, cascade = score_deferred(self, model, recs)
+            scored, cascade = score_deferred(self, model, recs, student)
             summary.update(cascade=cascade, failed=cascade["failed"], total=cascade["judge_calls"],
                            judged=cascade["judged"], cached=cascade["cached"], errors=cascade["errors"])
         write_records(scored, self.run_dir / SCORED)
